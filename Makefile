@@ -1,0 +1,28 @@
+# The README's two commands: `make demo` and `make test`. Each installs what it needs first.
+VENV ?= .venv
+PYTHON ?= python3
+STAMP := $(VENV)/.edgekit-installed
+
+.PHONY: demo test lint format clean
+
+$(STAMP): pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip==26.3
+	$(VENV)/bin/pip install --quiet -c requirements.lock -e '.[dev]'
+	$(VENV)/bin/pip check
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/edgekit zoo train digits-mobilenet
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/pytest
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) edgekit-artifacts runs .pytest_cache

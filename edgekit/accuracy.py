@@ -1,0 +1,183 @@
+"""``edgekit eval``: an artifact and the baseline on the evaluation split, compared.
+
+Top-1 (and top-5 with more than 5 classes) for both, the drop in points with a paired bootstrap
+interval, McNemar's exact test, top-1 agreement, logit SQNR and abs diffs, and which classes
+changed."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from edgekit.artifact import Artifact, load_artifact
+from edgekit.data import Dataset, load_dataset
+from edgekit.errors import UserInputError
+from edgekit.metrics import compare_outputs
+from edgekit.models import SourceModel, load_model
+from edgekit.preprocess import Preprocess
+from edgekit.stats import mcnemar_exact, paired_bootstrap_drop
+
+
+@dataclass
+class AccuracyRecord:
+    """One artifact on one device against the baseline, on the evaluation split."""
+
+    artifact: str
+    label: str
+    device: str
+    dataset: str
+    samples: int
+    top1: float
+    baseline_top1: float
+    drop_points: float
+    drop_ci: tuple[float, float]
+    confidence: float
+    agreement: float
+    sqnr_db: float
+    max_abs_diff: float
+    mean_abs_diff: float
+    mcnemar: dict[str, float]
+    top5: float | None = None
+    baseline_top5: float | None = None
+    changed_classes: list[dict[str, Any]] = field(default_factory=list)
+    baseline: str = "source model, fp32, host CPU"
+    reference: str = "baseline"
+
+    def to_dict(self) -> dict[str, Any]:
+        payload = asdict(self)
+        payload["drop_ci"] = list(self.drop_ci)
+        return payload
+
+
+def top_k(logits: np.ndarray, labels: np.ndarray, k: int) -> float:
+    best = np.argsort(-logits, axis=1)[:, :k]
+    return float(np.mean(np.any(best == labels[:, None], axis=1)))
+
+
+def compare_on_labels(
+    outputs: np.ndarray,
+    baseline: np.ndarray,
+    labels: np.ndarray,
+    class_names: tuple[str, ...],
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Every accuracy figure of ``outputs`` against ``baseline`` logits on ``labels``."""
+    artifact_correct = outputs.argmax(1) == labels
+    baseline_correct = baseline.argmax(1) == labels
+    figures = compare_outputs(baseline, outputs)
+    low, high = paired_bootstrap_drop(baseline_correct, artifact_correct, confidence)
+    result: dict[str, Any] = {
+        "samples": len(labels),
+        "top1": float(artifact_correct.mean()),
+        "baseline_top1": float(baseline_correct.mean()),
+        "drop_points": 100.0 * float(baseline_correct.mean() - artifact_correct.mean()),
+        "drop_ci": (low, high),
+        "confidence": confidence,
+        "agreement": figures["top1_agreement"],
+        "sqnr_db": figures["sqnr_db"],
+        "max_abs_diff": figures["max_abs_diff"],
+        "mean_abs_diff": figures["mean_abs_diff"],
+        "mcnemar": mcnemar_exact(baseline_correct, artifact_correct),
+        "changed_classes": _changed_classes(outputs, baseline, labels, class_names),
+    }
+    if len(class_names) > 5:
+        result["top5"] = top_k(outputs, labels, 5)
+        result["baseline_top5"] = top_k(baseline, labels, 5)
+    return result
+
+
+def _changed_classes(
+    outputs: np.ndarray, baseline: np.ndarray, labels: np.ndarray, names: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    """Per true class: images the baseline and the artifact get right, where they differ."""
+    rows = []
+    for index, name in enumerate(names):
+        mask = labels == index
+        if not mask.any():
+            continue
+        base = int(np.sum(baseline[mask].argmax(1) == index))
+        art = int(np.sum(outputs[mask].argmax(1) == index))
+        flipped = int(np.sum(baseline[mask].argmax(1) != outputs[mask].argmax(1)))
+        if base != art or flipped:
+            rows.append(
+                {
+                    "class": name,
+                    "images": int(mask.sum()),
+                    "baseline_correct": base,
+                    "artifact_correct": art,
+                    "predictions_changed": flipped,
+                }
+            )
+    return rows
+
+
+def source_for(artifact: Artifact) -> SourceModel:
+    """Reload the artifact's source model (the baseline) and check it is the one exported."""
+    source_info = artifact.manifest["source"]
+    try:
+        source = load_model(source_info["spec"], quiet=True)
+    except UserInputError as exc:
+        raise UserInputError(
+            f"{artifact.path}: cannot load its source model for the baseline ({exc})"
+        ) from None
+    if source.digest != source_info["digest"]:
+        raise UserInputError(
+            f"{artifact.path}: its source model {source_info['spec']} changed since export "
+            f"(digest {source.digest[:12]} vs {source_info['digest'][:12]}); re-export"
+        )
+    return source
+
+
+def dataset_for(artifact: Artifact, data: str) -> Dataset:
+    preprocess = Preprocess.from_dict(artifact.manifest["preprocessing"])
+    return load_dataset(data, preprocess)
+
+
+def evaluate_artifact(
+    path: str,
+    data: str = "digits",
+    device: str = "cpu",
+    threads: int = 1,
+    confidence: float = 0.95,
+    limit: int | None = None,
+) -> AccuracyRecord:
+    """Run the evaluation split through the artifact on ``device`` and through the baseline."""
+    from edgekit.targets import get_target
+
+    artifact = load_artifact(path)
+    source = source_for(artifact)
+    dataset = dataset_for(artifact, data)
+    split = dataset.evaluation
+    x, y = (split.x, split.y) if limit is None else (split.x[:limit], split.y[:limit])
+    session = get_target(artifact.target).open(artifact.path, artifact.manifest, device, threads)
+    try:
+        outputs = session.predict(x)
+    finally:
+        session.close()
+    figures = compare_on_labels(outputs, source.predict(x), y, dataset.class_names, confidence)
+    return AccuracyRecord(
+        artifact=str(artifact.path),
+        label=artifact.label,
+        device=device,
+        dataset=dataset.name,
+        **figures,
+    )
+
+
+def evaluate_source(spec: str, data: str = "digits") -> dict[str, Any]:
+    """The source model alone on the evaluation split (``edgekit eval`` with no artifact)."""
+    source = load_model(spec)
+    dataset = load_dataset(data, source.preprocess)
+    logits = source.predict(dataset.evaluation.x)
+    result = {
+        "model": source.name,
+        "dataset": dataset.name,
+        "samples": len(dataset.evaluation),
+        "top1": top_k(logits, dataset.evaluation.y, 1),
+        "digest": source.digest,
+    }
+    if dataset.num_classes > 5:
+        result["top5"] = top_k(logits, dataset.evaluation.y, 5)
+    return result

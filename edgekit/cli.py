@@ -1,0 +1,431 @@
+"""The ``edgekit`` command line: a thin layer over the Python API.
+
+Every user error is one line on stderr and a non-zero exit (2 for bad input, 1 for a failed
+validation or gate); ``--debug`` shows the traceback instead."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Annotated
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up chatter
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from edgekit.errors import EdgekitError
+
+app = typer.Typer(
+    help="Export an image classifier to TFLite, ExecuTorch and ONNX, quantize it, and measure it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+zoo_app = typer.Typer(help="The built-in models: list, train, show.", no_args_is_help=True)
+app.add_typer(zoo_app, name="zoo")
+console = Console()
+err_console = Console(stderr=True)
+
+ModelOption = Annotated[
+    str, typer.Option("--model", "-m", help="zoo name, module:factory, .pt2 or .keras")
+]
+DataOption = Annotated[
+    str, typer.Option("--data", "-d", help="digits, a class-folder directory or .npz")
+]
+WeightsOption = Annotated[
+    Path | None, typer.Option("--weights", help="state-dict file for a module:factory model")
+]
+ShapeOption = Annotated[
+    str | None, typer.Option("--input-shape", help="C,H,W when the model does not declare it")
+]
+
+
+def _shape(text: str | None) -> tuple[int, int, int] | None:
+    if text is None:
+        return None
+    try:
+        channels, height, width = (int(part) for part in text.split(","))
+    except ValueError:
+        raise EdgekitError(f"--input-shape '{text}': expected C,H,W such as 3,224,224") from None
+    return channels, height, width
+
+
+@zoo_app.command("list")
+def zoo_list() -> None:
+    """List the zoo's models."""
+    from edgekit.zoo import ZOO
+
+    table = Table("name", "input", "classes", "weights", "description")
+    for entry in ZOO.values():
+        pre = entry.preprocess
+        shape = f"{pre.channels}x{pre.input_size[0]}x{pre.input_size[1]}"
+        weights = f"trained on {entry.trained_on}" if entry.trained_on else "random"
+        table.add_row(entry.name, shape, str(pre.num_classes), weights, entry.description)
+    console.print(table)
+
+
+@zoo_app.command("train")
+def zoo_train(name: Annotated[str, typer.Argument()] = "digits-mobilenet") -> None:
+    """Train (or load from the cache) a trained zoo model and print its accuracy."""
+    _print_model_accuracy(name)
+
+
+@zoo_app.command("show")
+def zoo_show(name: Annotated[str, typer.Argument()] = "digits-mobilenet") -> None:
+    """Show a zoo model's preprocessing config, size and compute."""
+    import torch
+
+    from edgekit.architectures import count_macs
+    from edgekit.zoo import ZOO
+
+    if name not in ZOO:
+        raise EdgekitError(f"{name}: no such zoo model (have: {', '.join(ZOO)})")
+    entry = ZOO[name]
+    module = entry.build()
+    params = sum(p.numel() for p in module.parameters())
+    macs = count_macs(module.eval(), torch.zeros(entry.preprocess.input_shape()))
+    payload = {
+        "name": name,
+        "description": entry.description,
+        "trained_on": entry.trained_on,
+        "parameters": params,
+        "macs": macs,
+        "preprocess": entry.preprocess.to_dict(),
+    }
+    payload["preprocess"]["class_names"] = payload["preprocess"]["class_names"][:12]
+    console.print_json(json.dumps(payload))
+
+
+def _print_model_accuracy(spec: str, data: str = "digits") -> None:
+    import numpy as np
+
+    from edgekit.data import load_dataset
+    from edgekit.models import load_model
+
+    source = load_model(spec)
+    dataset = load_dataset(data, source.preprocess)
+    split = dataset.evaluation
+    top1 = float(np.mean(source.predict(split.x).argmax(1) == split.y))
+    console.print(
+        f"{source.name} on {dataset.name} (evaluation split, {len(split)} images): "
+        f"top-1 {100 * top1:.2f} %  [weights {source.digest[:12]}]"
+    )
+
+
+@app.command()
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False,
+) -> None:
+    """Which runtimes, delegates, GPUs and adb devices this machine has."""
+    from edgekit.doctor import diagnose
+
+    facts = diagnose()
+    if as_json:
+        print(json.dumps(facts, indent=2))
+        return
+    console.print(
+        f"[bold]edgekit doctor[/]  Python {facts['python']} on {facts['machine']}, "
+        f"{facts['cpu']} ({facts['cores']} cores)"
+    )
+    versions = Table("package", "version", title="versions")
+    for name, version in facts["versions"].items():
+        versions.add_row(name, version)
+    console.print(versions)
+    targets = Table("target", "export", "run", "problems", title="targets")
+    for name, state in facts["targets"].items():
+        targets.add_row(
+            name, _yes(state["export"]), _yes(state["run"]), "; ".join(state["problems"])
+        )
+    console.print(targets)
+    xnn = facts["xnnpack"]
+    console.print(
+        f"XNNPACK: executorch runtime {_yes(xnn.get('executorch_xnnpack'))} "
+        f"(backends: {', '.join(xnn.get('executorch_backends', []))}); "
+        f"LiteRT default delegate: {xnn.get('litert_default_delegate')}"
+    )
+    cuda = facts["cuda"]
+    console.print(
+        f"CUDA GPU: {cuda.get('device') if cuda['available'] else 'none'}; "
+        f"onnxruntime providers: {', '.join(facts['onnxruntime_providers'])}"
+    )
+    vulkan = facts["vulkan"]
+    label = "none" if not vulkan["available"] else ", ".join(vulkan["devices"]) or "ICD present"
+    if vulkan.get("software_only"):
+        label += " (software Vulkan: GPU-delegate latency here is not a GPU's)"
+    console.print(f"Vulkan: {label}")
+    adb = facts["adb"]
+    if adb["path"] is None:
+        console.print("adb: not on PATH")
+    else:
+        devices = ", ".join(f"{d['serial']} ({d['state']})" for d in adb["devices"]) or "no devices"
+        console.print(f"adb: {adb['path']}: {devices}")
+
+
+def _yes(flag: object) -> str:
+    return "[green]yes[/]" if flag else "[red]no[/]"
+
+
+@app.command()
+def export(
+    target: Annotated[
+        str, typer.Option("--target", "-t", help="tflite, executorch, onnx, or all")
+    ] = "tflite",
+    recipe: Annotated[
+        str | None, typer.Option("--recipe", "-r", help="fp32, fp16, int8, int8-dynamic, or all")
+    ] = None,
+    int8: Annotated[bool, typer.Option("--int8", help="short for --recipe int8")] = False,
+    fp16: Annotated[bool, typer.Option("--fp16", help="short for --recipe fp16")] = False,
+    int8_dynamic: Annotated[
+        bool, typer.Option("--int8-dynamic", help="short for --recipe int8-dynamic")
+    ] = False,
+    model: ModelOption = "digits-mobilenet",
+    data: DataOption = "digits",
+    weights: WeightsOption = None,
+    input_shape: ShapeOption = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="output directory")] = Path(
+        "edgekit-artifacts"
+    ),
+    calibration_samples: Annotated[int, typer.Option("--calibration-samples")] = 200,
+    io: Annotated[
+        str, typer.Option("--io", help="float32, or int8 for a full-integer tflite")
+    ] = "float32",
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Export (and quantize) a model, validate it against the source, write artifact + manifest."""
+    from edgekit.data import load_dataset
+    from edgekit.errors import UnsupportedExport
+    from edgekit.export import export_artifact
+    from edgekit.models import load_model
+    from edgekit.quantize.recipes import parse_recipes
+    from edgekit.targets import parse_targets
+
+    chosen = [
+        name
+        for name, flag in (("int8", int8), ("fp16", fp16), ("int8-dynamic", int8_dynamic))
+        if flag
+    ]
+    if recipe is not None:
+        chosen.append(recipe)
+    if len(chosen) > 1:
+        raise EdgekitError(f"choose one recipe, got {', '.join(chosen)}")
+    recipes = parse_recipes(chosen[0] if chosen else "fp32")
+    targets = parse_targets(target)
+    source = load_model(model, weights=weights, input_shape=_shape(input_shape))
+    dataset = load_dataset(data, source.preprocess)
+    results, failures = [], []
+    for target_name in targets:
+        for spec in recipes:
+            try:
+                result = export_artifact(
+                    source, dataset, target_name, spec.name, output, calibration_samples, io
+                )
+            except UnsupportedExport as exc:
+                if len(targets) * len(recipes) == 1:
+                    raise
+                failures.append((target_name, spec.name, str(exc)))
+                continue
+            results.append(result)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "artifacts": [
+                        {"path": str(r.artifact.path), **r.artifact.manifest} for r in results
+                    ],
+                    "unsupported": [
+                        {"target": t, "recipe": r, "reason": why} for t, r, why in failures
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        _print_exports(results, failures)
+    if failures and not results:
+        raise EdgekitError("nothing exported: " + "; ".join(why for _, _, why in failures))
+    if failures and len(targets) > 1:
+        done = sorted({r.artifact.target for r in results})
+        err_console.print(f"[yellow]exported with: {', '.join(done)}[/]")
+
+
+def _print_exports(results: list, failures: list) -> None:
+    table = Table(
+        "artifact", "size", "SQNR dB", "agree", "max |diff|", "fast path", "int8 ops", "s"
+    )
+    for result in results:
+        manifest = result.artifact.manifest
+        figures = manifest["validation"]
+        coverage = manifest["coverage"]
+        int8 = coverage.get("int8_fraction")
+        table.add_row(
+            str(result.artifact.path),
+            f"{manifest['file']['size'] / 1024:.0f} KB",
+            f"{figures['sqnr_db']:.1f}",
+            f"{figures['top1_agreement']:.3f}",
+            f"{figures['max_abs_diff']:.2g}",
+            f"{coverage['fast_ops']}/{coverage['total_ops']}",
+            "-" if int8 is None else f"{100 * int8:.0f} %",
+            f"{result.seconds:.1f}",
+        )
+    console.print(table)
+    for result in results:
+        for warning in result.warnings:
+            err_console.print(f"[bold yellow]warning[/] {result.artifact.path.name}: {warning}")
+    for target, recipe, why in failures:
+        err_console.print(f"[red]not exported[/] {target}/{recipe}: {why}")
+
+
+ArtifactsArgument = Annotated[
+    list[Path] | None, typer.Argument(help="artifact files (.tflite, .pte, .onnx)")
+]
+DeviceOption = Annotated[str, typer.Option("--device", help="cpu or gpu")]
+
+
+@app.command("eval")
+def eval_command(
+    artifacts: ArtifactsArgument = None,
+    data: DataOption = "digits",
+    device: DeviceOption = "cpu",
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="with no artifact: evaluate this source model"),
+    ] = None,
+    threads: Annotated[int, typer.Option("--threads")] = 1,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Accuracy of artifacts against the baseline on the evaluation split (or of a source model)."""
+    from edgekit.accuracy import evaluate_artifact, evaluate_source
+
+    if not artifacts:
+        result = evaluate_source(model or "digits-mobilenet", data)
+        if as_json:
+            print(json.dumps(result, indent=2))
+        else:
+            top5 = f", top-5 {100 * result['top5']:.2f} %" if "top5" in result else ""
+            console.print(
+                f"{result['model']} on {result['dataset']} (evaluation split, "
+                f"{result['samples']} images): top-1 {100 * result['top1']:.2f} %{top5}"
+            )
+        return
+    records = [evaluate_artifact(str(path), data, device, threads) for path in artifacts]
+    if as_json:
+        print(json.dumps([record.to_dict() for record in records], indent=2))
+        return
+    _print_accuracy(records)
+
+
+def _print_accuracy(records: list) -> None:
+    table = Table(
+        "artifact",
+        "device",
+        "top-1",
+        "baseline",
+        "drop (points) [95% CI]",
+        "McNemar p",
+        "agree",
+        "SQNR dB",
+        "max |diff|",
+        title=f"evaluation split of {records[0].dataset}",
+    )
+    for r in records:
+        low, high = r.drop_ci
+        table.add_row(
+            r.label,
+            r.device,
+            f"{100 * r.top1:.2f} %",
+            f"{100 * r.baseline_top1:.2f} %",
+            f"{r.drop_points:+.2f} [{low:+.2f}, {high:+.2f}]",
+            f"{r.mcnemar['p_value']:.3g}",
+            f"{r.agreement:.4f}",
+            f"{r.sqnr_db:.1f}",
+            f"{r.max_abs_diff:.3g}",
+        )
+    console.print(table)
+    for r in records:
+        if r.changed_classes:
+            changes = ", ".join(
+                f"{c['class']}: {c['baseline_correct']}->{c['artifact_correct']}/{c['images']}"
+                for c in r.changed_classes[:10]
+            )
+            console.print(
+                f"  {r.label} changed classes (baseline->artifact correct/images): {changes}"
+            )
+
+
+@app.command()
+def check(
+    artifacts: ArtifactsArgument = None,
+    data: DataOption = "digits",
+    device: DeviceOption = "cpu",
+    max_drop: Annotated[float | None, typer.Option("--max-drop", help="points of top-1")] = None,
+    min_agreement: Annotated[float | None, typer.Option("--min-agreement", help="fraction")] = None,
+    min_sqnr: Annotated[float | None, typer.Option("--min-sqnr", help="dB")] = None,
+    point_estimate: Annotated[
+        bool, typer.Option("--point-estimate", help="gate the drop itself, not its CI upper bound")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Exit 1 when an artifact's accuracy drop, agreement or SQNR breaks a bound."""
+    from edgekit.accuracy import evaluate_artifact
+    from edgekit.errors import GateFailed
+    from edgekit.gates import accuracy_gates
+
+    if not artifacts:
+        raise EdgekitError("check: give one or more artifacts")
+    if max_drop is None and min_agreement is None and min_sqnr is None:
+        raise EdgekitError(
+            "check: give at least one bound (--max-drop, --min-agreement, --min-sqnr)"
+        )
+    results = []
+    for path in artifacts:
+        record = evaluate_artifact(str(path), data, device)
+        results += accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)
+    failed = [r for r in results if not r.passed]
+    if as_json:
+        print(json.dumps({"passed": not failed, "gates": [r.to_dict() for r in results]}, indent=2))
+    else:
+        table = Table("artifact", "device", "gate", "measured", "bound", "result")
+        for r in results:
+            verdict = "[green]PASS[/]" if r.passed else "[bold red]FAIL[/]"
+            table.add_row(
+                r.artifact, r.device, r.gate, f"{r.measured:.3f}", f"{r.bound:.3f}", verdict
+            )
+        console.print(table)
+        for r in results:
+            if r.detail:
+                console.print(f"  {r.artifact}: {r.detail}")
+    if failed:
+        raise GateFailed(f"{len(failed)} of {len(results)} gate(s) failed")
+
+
+def main() -> None:
+    """Entry point: run the app, turning edgekit's errors into one line and an exit code."""
+    import click
+
+    debug = "--debug" in sys.argv[1:]
+    if debug:
+        sys.argv.remove("--debug")
+    else:
+        warnings.filterwarnings("ignore")
+    try:
+        code = typer.main.get_command(app).main(standalone_mode=False, prog_name="edgekit")
+    except EdgekitError as exc:
+        if debug:
+            raise
+        err_console.print(f"edgekit: error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

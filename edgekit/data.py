@@ -1,0 +1,165 @@
+"""Labelled datasets for calibration and accuracy: the built-in ``digits``, a class-per-folder
+image directory, or an ``.npz`` with ``x`` and ``y``. Each is split, by a fixed seed, into a
+calibration half and an evaluation half; calibration never draws from the evaluation half."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from edgekit.errors import UserInputError
+from edgekit.preprocess import Preprocess
+
+SPLIT_SEED = 20261130
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
+
+
+@dataclass(frozen=True)
+class Split:
+    x: np.ndarray  # NCHW float32, already preprocessed for the model
+    y: np.ndarray  # int64 class indices
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    class_names: tuple[str, ...]
+    calibration: Split
+    evaluation: Split
+    digest: str
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+
+def load_dataset(spec: str, preprocess: Preprocess) -> Dataset:
+    """``digits``, a directory of class folders, or an ``.npz`` file, preprocessed for a model."""
+    if spec == "digits":
+        images, labels, names = _digits()
+    else:
+        path = Path(spec)
+        if not path.exists():
+            raise UserInputError(f"{spec}: dataset not found (use 'digits', a folder or an .npz)")
+        if path.is_dir():
+            images, labels, names = _image_folder(path, preprocess)
+        elif path.suffix == ".npz":
+            images, labels, names = _npz(path, preprocess)
+        else:
+            raise UserInputError(
+                f"{spec}: not a dataset (expected a folder of class folders or .npz)"
+            )
+    if len(labels) < 2:
+        raise UserInputError(f"{spec}: dataset has {len(labels)} image(s); at least 2 are needed")
+    check_labels(spec, labels, names, preprocess)
+    try:
+        x = preprocess.apply(images)
+    except ValueError as exc:
+        raise UserInputError(f"{spec}: images do not fit the model input ({exc})") from None
+    y = labels.astype(np.int64)
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(y))
+    half = len(y) // 2
+    calibration, evaluation = order[:half], order[half:]
+    digest = hashlib.sha256(x.tobytes() + y.tobytes()).hexdigest()
+    return Dataset(
+        name=spec,
+        class_names=names,
+        calibration=Split(x[calibration], y[calibration]),
+        evaluation=Split(x[evaluation], y[evaluation]),
+        digest=digest,
+    )
+
+
+def check_labels(spec: str, labels: np.ndarray, names: tuple[str, ...], pre: Preprocess) -> None:
+    if len(names) != pre.num_classes:
+        raise UserInputError(
+            f"{spec}: dataset has {len(names)} classes but the model has {pre.num_classes}"
+        )
+    if labels.min() < 0 or labels.max() >= pre.num_classes:
+        raise UserInputError(
+            f"{spec}: labels out of range: found {int(labels.min())}..{int(labels.max())}, "
+            f"the model has classes 0..{pre.num_classes - 1}"
+        )
+
+
+def _digits() -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    images = (bunch.images.astype(np.float32) / 16.0)[..., None]  # 8x8, values 0..16
+    return images, bunch.target.astype(np.int64), tuple(str(name) for name in bunch.target_names)
+
+
+def _image_folder(root: Path, pre: Preprocess) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    folders = sorted(entry for entry in root.iterdir() if entry.is_dir())
+    if not folders:
+        raise UserInputError(f"{root}: no class folders (expected {root}/<class name>/<image>)")
+    names = tuple(folder.name for folder in folders)
+    if set(names) <= set(pre.class_names):
+        index_of = {name: pre.class_names.index(name) for name in names}
+        names = pre.class_names
+    elif any(not name.startswith("class_") for name in pre.class_names):
+        unknown = sorted(set(names) - set(pre.class_names))
+        raise UserInputError(
+            f"{root}: class folder(s) {', '.join(unknown[:5])} are not classes of the model "
+            f"({', '.join(pre.class_names[:10])}{'...' if pre.num_classes > 10 else ''})"
+        )
+    else:
+        index_of = {name: position for position, name in enumerate(names)}
+    height, width = pre.input_size
+    images, labels = [], []
+    for folder in folders:
+        files = sorted(f for f in folder.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
+        for file in files:
+            try:
+                with Image.open(file) as image:
+                    mode = "L" if pre.channels == 1 else "RGB"
+                    image = image.convert(mode).resize((width, height), Image.Resampling.BILINEAR)
+                    array = np.asarray(image, np.float32) / 255.0
+            except (UnidentifiedImageError, OSError, ValueError) as exc:
+                raise UserInputError(f"{file}: image does not decode ({exc})") from None
+            images.append(array.reshape(height, width, pre.channels))
+            labels.append(index_of[folder.name])
+    if not images:
+        raise UserInputError(f"{root}: the class folders hold no images ({', '.join(names[:5])})")
+    return np.stack(images), np.asarray(labels, np.int64), names
+
+
+def _npz(path: Path, pre: Preprocess) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            missing = [key for key in ("x", "y") if key not in archive.files]
+            if missing:
+                raise UserInputError(
+                    f"{path}: .npz has no '{missing[0]}' array (it needs 'x' images and 'y' labels;"
+                    f" found {', '.join(archive.files) or 'nothing'})"
+                )
+            x, y = archive["x"], archive["y"]
+            names = (
+                tuple(str(n) for n in archive["class_names"]) if "class_names" in archive else None
+            )
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise UserInputError(f"{path}: not a readable .npz file ({exc})") from None
+    if x.ndim not in (3, 4) or len(x) != len(y) or y.ndim != 1:
+        raise UserInputError(
+            f"{path}: expected x of shape (N,H,W[,C]) and y of shape (N,), "
+            f"got {x.shape} and {y.shape}"
+        )
+    if not np.issubdtype(y.dtype, np.integer):
+        raise UserInputError(f"{path}: labels 'y' must be integers, got {y.dtype}")
+    if x.ndim == 3:
+        x = x[..., None]
+    elif x.shape[1] in (1, 3) and x.shape[-1] not in (1, 3):
+        x = x.transpose(0, 2, 3, 1)  # NCHW -> NHWC
+    x = x.astype(np.float32) / 255.0 if x.dtype == np.uint8 else x.astype(np.float32)
+    if names is None:
+        names = pre.class_names
+    return x, y.astype(np.int64), names

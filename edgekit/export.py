@@ -1,0 +1,192 @@
+"""``edgekit export``: source -> (calibrate) -> target.export -> validate -> artifact + manifest.
+
+Every file lands atomically: the target writes a temporary name, validation runs on it, and only
+then is it renamed into place (or to ``<name>.rejected`` when validation fails)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgekit.artifact import SCHEMA_VERSION, Artifact, manifest_path
+from edgekit.data import Dataset
+from edgekit.errors import ExportRejected, UnsupportedExport, UserInputError
+from edgekit.fileio import ensure_writable_dir, sha256_file, write_json_atomic
+from edgekit.metrics import compare_outputs
+from edgekit.models import SourceModel
+from edgekit.quantize.calibration import DEFAULT_SAMPLES, CalibrationSet, sample_calibration
+from edgekit.quantize.recipes import get_recipe
+from edgekit.targets import SUFFIXES, get_target
+from edgekit.targets.base import ExportRequest
+from edgekit.versions import tool_versions
+
+VALIDATION_SAMPLES = 200
+DEFAULT_OUTPUT_DIR = Path("edgekit-artifacts")
+
+
+@dataclass
+class ExportResult:
+    artifact: Artifact
+    seconds: float
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def validation(self) -> dict[str, Any]:
+        return self.artifact.manifest["validation"]
+
+
+def artifact_name(source: SourceModel, target: str, recipe: str, io_dtype: str = "float32") -> str:
+    io = "-io8" if io_dtype == "int8" else ""
+    return f"{source.name}-{recipe}{io}{SUFFIXES[target]}"
+
+
+def export_artifact(
+    source: SourceModel,
+    dataset: Dataset,
+    target: str,
+    recipe: str,
+    out_dir: Path = DEFAULT_OUTPUT_DIR,
+    calibration_samples: int = DEFAULT_SAMPLES,
+    io_dtype: str = "float32",
+    keep_float: tuple[str, ...] = (),
+    validation_samples: int = VALIDATION_SAMPLES,
+) -> ExportResult:
+    """Export ``source`` for ``target`` with ``recipe`` into ``out_dir``, validated."""
+    started = time.perf_counter()
+    plugin = get_target(target)
+    spec = get_recipe(recipe)
+    if io_dtype not in ("float32", "int8"):
+        raise UserInputError(f"unknown --io '{io_dtype}' (float32 or int8)")
+    if io_dtype == "int8" and (target != "tflite" or recipe != "int8"):
+        raise UserInputError("--io int8 applies to --target tflite --recipe int8 only")
+    reason = plugin.unsupported_reason(recipe, source, io_dtype)
+    if reason:
+        raise UnsupportedExport(f"{target}/{recipe}: not supported for {source.name}: {reason}")
+    if dataset.num_classes != source.preprocess.num_classes:
+        raise UserInputError(
+            f"{dataset.name}: dataset has {dataset.num_classes} classes, the model "
+            f"{source.name} has {source.preprocess.num_classes}"
+        )
+    if dataset.evaluation.x.shape[1:] != source.preprocess.input_shape()[1:]:
+        raise UserInputError(
+            f"{dataset.name}: images are {dataset.evaluation.x.shape[1:]}, the model wants "
+            f"{source.preprocess.input_shape()[1:]}"
+        )
+    calibration = (
+        sample_calibration(dataset, calibration_samples) if spec.needs_calibration else None
+    )
+    out_dir = ensure_writable_dir(Path(out_dir))
+    final = out_dir / artifact_name(source, target, recipe, io_dtype)
+    partial = out_dir / f".{final.name}.partial"
+    request = ExportRequest(
+        source=source,
+        recipe=recipe,
+        output=partial,
+        calibration=None if calibration is None else calibration.x,
+        io_dtype=io_dtype,
+        keep_float=keep_float,
+    )
+    try:
+        info = plugin.export(request)
+        if not partial.is_file():
+            raise UnsupportedExport(f"{target}/{recipe}: the exporter wrote no file")
+        manifest = _manifest(source, target, recipe, calibration, info, partial)
+        validation_x = dataset.evaluation.x[:validation_samples]
+        manifest["validation"] = _validate(plugin, partial, manifest, source, validation_x, spec)
+        coverage = plugin.coverage(partial, manifest)
+        manifest["coverage"] = coverage.to_dict()
+        manifest["transposes"] = coverage.transposes
+        warnings = list(info.warnings) + _fallback_warnings(target, coverage)
+        manifest["warnings"] = warnings
+        passed = manifest["validation"]["passed"]
+        destination = final if passed else final.with_name(final.name + ".rejected")
+        os.replace(partial, destination)
+        manifest["file"]["name"] = destination.name
+        write_json_atomic(manifest_path(destination), manifest)
+    finally:
+        partial.unlink(missing_ok=True)
+    if not passed:
+        figures = manifest["validation"]
+        raise ExportRejected(
+            f"{destination}: validation failed against {source.name}: SQNR "
+            f"{figures['sqnr_db']:.1f} dB (min {spec.tolerance.min_sqnr_db}), top-1 agreement "
+            f"{figures['top1_agreement']:.3f} (min {spec.tolerance.min_agreement}), max abs diff "
+            f"{figures['max_abs_diff']:.3g}; kept under the .rejected name"
+        )
+    return ExportResult(Artifact(final, manifest), time.perf_counter() - started, warnings)
+
+
+def _manifest(
+    source: SourceModel,
+    target: str,
+    recipe: str,
+    calibration: CalibrationSet | None,
+    info: Any,
+    path: Path,
+) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "target": target,
+        "recipe": recipe,
+        "file": {"name": path.name, "size": path.stat().st_size, "sha256": sha256_file(path)},
+        "input": info.input.to_dict(),
+        "output": info.output.to_dict(),
+        "preprocessing": source.preprocess.to_dict(),
+        "class_names": list(source.preprocess.class_names),
+        "source": {
+            "name": source.name,
+            "spec": source.spec,
+            "framework": source.framework,
+            "digest": source.digest,
+        },
+        "calibration": None
+        if calibration is None
+        else {
+            "dataset": calibration.dataset,
+            "digest": calibration.digest,
+            "size": calibration.size,
+        },
+        "details": info.details,
+        "tool_versions": tool_versions(),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _validate(
+    plugin: Any, path: Path, manifest: dict, source: SourceModel, x: np.ndarray, spec: Any
+) -> dict[str, Any]:
+    session = plugin.open(path, manifest, device="cpu", threads=1)
+    try:
+        outputs = session.predict(x)
+    finally:
+        session.close()
+    figures = compare_outputs(source.predict(x), outputs)
+    tolerance = spec.tolerance
+    figures["tolerance"] = {
+        "min_sqnr_db": tolerance.min_sqnr_db,
+        "min_agreement": tolerance.min_agreement,
+    }
+    figures["passed"] = bool(
+        figures["sqnr_db"] >= tolerance.min_sqnr_db
+        and figures["top1_agreement"] >= tolerance.min_agreement
+    )
+    figures["split"] = "evaluation"
+    return figures
+
+
+def _fallback_warnings(target: str, coverage: Any) -> list[str]:
+    warnings = []
+    if coverage.fast_ops < coverage.total_ops:
+        slow = coverage.total_ops - coverage.fast_ops
+        ops = ", ".join(sorted(set(coverage.fallback_ops))[:8]) or "unnamed ops"
+        warnings.append(
+            f"FALLBACK: {slow} of {coverage.total_ops} ops in the {target} artifact run outside "
+            f"the fast path ({ops})"
+        )
+    return warnings

@@ -1,0 +1,26 @@
+"""Output comparison figures shared by export validation and evaluation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def sqnr_db(reference: np.ndarray, test: np.ndarray) -> float:
+    """Signal-to-quantization-noise ratio of ``test`` against ``reference``, in dB."""
+    noise = float(np.sum((reference.astype(np.float64) - test.astype(np.float64)) ** 2))
+    signal = float(np.sum(reference.astype(np.float64) ** 2))
+    if noise == 0.0:
+        return float("inf")
+    return 10.0 * np.log10(signal / noise) if signal > 0 else float("-inf")
+
+
+def compare_outputs(reference: np.ndarray, test: np.ndarray) -> dict[str, float]:
+    """max/mean abs diff, top-1 agreement and SQNR of logits ``test`` against ``reference``."""
+    diff = np.abs(reference.astype(np.float64) - test.astype(np.float64))
+    return {
+        "max_abs_diff": float(diff.max()),
+        "mean_abs_diff": float(diff.mean()),
+        "top1_agreement": float(np.mean(reference.argmax(1) == test.argmax(1))),
+        "sqnr_db": sqnr_db(reference, test),
+        "samples": len(reference),
+    }

@@ -1,0 +1,59 @@
+"""Statistics that keep accuracy gates from flaking: a paired bootstrap interval for the
+accuracy drop and McNemar's exact test on the disagreements."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+BOOTSTRAP_SEED = 0
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def paired_bootstrap_drop(
+    baseline_correct: np.ndarray,
+    artifact_correct: np.ndarray,
+    confidence: float = 0.95,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float]:
+    """Percentile interval of (baseline top-1 - artifact top-1) in points, resampling images
+    (the same images for both, hence paired)."""
+    difference = baseline_correct.astype(np.float64) - artifact_correct.astype(np.float64)
+    if not difference.any():
+        return (0.0, 0.0)
+    rng = np.random.default_rng(seed)
+    index = rng.integers(0, len(difference), size=(resamples, len(difference)))
+    means = difference[index].mean(axis=1) * 100.0
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(means, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+def mcnemar_exact(baseline_correct: np.ndarray, artifact_correct: np.ndarray) -> dict[str, float]:
+    """Exact (binomial) McNemar test: are the images only the baseline gets right (b) and those
+    only the artifact gets right (c) a fair coin? p = 1 when there are no disagreements."""
+    b = int(np.sum(baseline_correct & ~artifact_correct))
+    c = int(np.sum(~baseline_correct & artifact_correct))
+    p_value = 1.0 if b + c == 0 else float(stats.binomtest(b, b + c, 0.5).pvalue)
+    return {"baseline_only": b, "artifact_only": c, "p_value": p_value}
+
+
+def latency_summary(samples_ms: np.ndarray, trim: float = 0.1) -> dict[str, float]:
+    """Mean, std, CV, min, percentiles, max and the trimmed mean of latency samples (ms)."""
+    values = np.asarray(samples_ms, dtype=np.float64)
+    mean = float(values.mean())
+    std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+    p50, p90, p99 = np.percentile(values, [50, 90, 99])
+    return {
+        "count": len(values),
+        "mean_ms": mean,
+        "std_ms": std,
+        "cv": std / mean if mean > 0 else 0.0,
+        "min_ms": float(values.min()),
+        "p50_ms": float(p50),
+        "p90_ms": float(p90),
+        "p99_ms": float(p99),
+        "max_ms": float(values.max()),
+        "trimmed_mean_ms": float(stats.trim_mean(values, trim)),
+    }

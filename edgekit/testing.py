@@ -1,0 +1,73 @@
+"""pytest plugin and helpers for a user's own accuracy regression tests.
+
+Registered through the ``pytest11`` entry point, so ``pip install edgekit`` is enough::
+
+    from edgekit.testing import assert_accuracy_drop
+
+    def test_int8_tflite_keeps_its_accuracy():
+        assert_accuracy_drop("artifacts/model-int8.tflite", data="digits", max_drop=1.0)
+
+or with the fixture, which caches evaluations across tests::
+
+    def test_agreement(edgekit_eval):
+        assert edgekit_eval("artifacts/model-int8.tflite").agreement >= 0.98
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def assert_accuracy_drop(
+    artifact: str | Path,
+    data: str = "digits",
+    max_drop: float = 1.0,
+    min_agreement: float | None = None,
+    min_sqnr: float | None = None,
+    device: str = "cpu",
+    point_estimate: bool = False,
+) -> Any:
+    """Evaluate ``artifact`` against its baseline and fail the test when a gate does not hold.
+
+    Returns the :class:`edgekit.accuracy.AccuracyRecord` so a test can assert more."""
+    from edgekit.accuracy import evaluate_artifact
+
+    record = evaluate_artifact(str(artifact), data, device)
+    check_record(record, max_drop, min_agreement, min_sqnr, point_estimate)
+    return record
+
+
+def check_record(
+    record: Any,
+    max_drop: float | None = None,
+    min_agreement: float | None = None,
+    min_sqnr: float | None = None,
+    point_estimate: bool = False,
+) -> None:
+    """Raise AssertionError with the gate table when any bound does not hold."""
+    from edgekit.gates import accuracy_gates, format_gates
+
+    results = accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)
+    if not all(result.passed for result in results):
+        __tracebackhide__ = True
+        raise AssertionError("edgekit accuracy gate failed:\n" + format_gates(results))
+
+
+@pytest.fixture(scope="session")
+def edgekit_eval() -> Callable[..., Any]:
+    """``edgekit_eval(artifact, data="digits", device="cpu")`` -> AccuracyRecord, cached."""
+    from edgekit.accuracy import evaluate_artifact
+
+    cache: dict[tuple[str, str, str], Any] = {}
+
+    def evaluate(artifact: str | Path, data: str = "digits", device: str = "cpu") -> Any:
+        key = (str(artifact), data, device)
+        if key not in cache:
+            cache[key] = evaluate_artifact(str(artifact), data, device)
+        return cache[key]
+
+    return evaluate
