@@ -403,6 +403,125 @@ def check(
         raise GateFailed(f"{len(failed)} of {len(results)} gate(s) failed")
 
 
+def _threads(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise EdgekitError(f"--threads '{text}': expected positive counts such as 1 or 1,2")
+    return values
+
+
+@app.command()
+def bench(
+    artifacts: ArtifactsArgument = None,
+    device: Annotated[str, typer.Option("--device", help="cpu, gpu or android")] = "cpu",
+    threads: Annotated[str, typer.Option("--threads", help="thread counts, e.g. 1,2")] = "1",
+    serial: Annotated[str | None, typer.Option("--serial", help="adb serial (android)")] = None,
+    warmup: Annotated[int, typer.Option("--warmup")] = 10,
+    min_runs: Annotated[int, typer.Option("--min-runs")] = 50,
+    min_seconds: Annotated[float, typer.Option("--min-seconds")] = 1.0,
+    baseline: Annotated[
+        bool, typer.Option("--baseline/--no-baseline", help="measure the source model too")
+    ] = True,
+    noise_guard: Annotated[bool, typer.Option("--noise-guard/--no-noise-guard")] = True,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds per measurement")] = 600.0,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Latency of artifacts on a device, each in an isolated child, against the baseline."""
+    from edgekit.artifact import load_artifact
+    from edgekit.bench import NoiseGuard, Protocol, bench_artifact, bench_baseline
+
+    if not artifacts:
+        raise EdgekitError("bench: give one or more artifacts")
+    protocol = Protocol(warmup=warmup, min_runs=min_runs, min_seconds=min_seconds)
+    guard = NoiseGuard(enabled=noise_guard)
+    loaded = [load_artifact(path) for path in artifacts]
+    records = []
+    for count in _threads(threads):
+        if device == "android":
+            from edgekit.devices.android import bench_on_android
+
+            records += [bench_on_android(a, serial, count, protocol) for a in loaded]
+        else:
+            if device not in ("cpu", "gpu"):
+                raise EdgekitError(f"unknown device '{device}' (cpu, gpu or android)")
+            records += [
+                bench_artifact(a.path, device, count, protocol, guard, timeout_s=timeout)
+                for a in loaded
+            ]
+        if baseline:
+            for spec in dict.fromkeys(a.manifest["source"]["spec"] for a in loaded):
+                records.append(
+                    bench_baseline(spec, "auto", count, protocol, guard, timeout_s=timeout)
+                )
+    if as_json:
+        print(json.dumps([r.to_dict() for r in records], indent=2))
+    else:
+        _print_latency(records)
+    if all(r.status != "ok" for r in records):
+        raise EdgekitError("bench: every measurement failed")
+
+
+def _print_latency(records: list) -> None:
+    baselines = {
+        r.threads: r for r in records if r.label.startswith("baseline") and r.status == "ok"
+    }
+    table = Table(
+        "artifact",
+        "device",
+        "thr",
+        "p50 ms",
+        "p90 ms",
+        "mean±std",
+        "CV",
+        "min",
+        "max",
+        "load ms",
+        "first ms",
+        "RSS MB",
+        "vs baseline",
+        "others' CPU",
+        title="latency",
+    )
+    for r in records:
+        if r.status != "ok":
+            table.add_row(r.label, r.device, str(r.threads), f"[red]failed: {r.error}[/]")
+            continue
+        s = r.stats
+        base = baselines.get(r.threads)
+        speedup = "" if base is None or r is base else f"{base.stats['p50_ms'] / s['p50_ms']:.2f}x"
+        foreign = (
+            "-" if r.foreign_cpu is None else f"{r.foreign_cpu:.2f}" + (" !" if r.disturbed else "")
+        )
+        table.add_row(
+            r.label,
+            r.device,
+            str(r.threads),
+            f"{s['p50_ms']:.3f}",
+            f"{s['p90_ms']:.3f}",
+            f"{s['mean_ms']:.3f}±{s['std_ms']:.3f}",
+            f"{s['cv']:.1%}",
+            f"{s['min_ms']:.3f}",
+            f"{s['max_ms']:.3f}",
+            f"{r.load_ms:.0f}",
+            f"{r.first_ms:.2f}",
+            f"{r.peak_rss_mb:.0f}",
+            speedup,
+            foreign,
+        )
+    console.print(table)
+    for r in records:
+        where = r.runtime.get("device") if r.label.startswith("baseline") else None
+        if where:
+            console.print(f"  baseline ran on: {where}")
+        for warning in r.warnings:
+            err_console.print(
+                f"[yellow]warning[/] {r.label} ({r.device}, {r.threads} thr): {warning}"
+            )
+
+
 def main() -> None:
     """Entry point: run the app, turning edgekit's errors into one line and an exit code."""
     import click
