@@ -144,18 +144,15 @@ def evaluate_artifact(
     limit: int | None = None,
 ) -> AccuracyRecord:
     """Run the evaluation split through the artifact on ``device`` and through the baseline."""
-    from edgekit.targets import get_target
+    from edgekit.bench import predict_in_child
 
     artifact = load_artifact(path)
     source = source_for(artifact)
     dataset = dataset_for(artifact, data)
     split = dataset.evaluation
     x, y = (split.x, split.y) if limit is None else (split.x[:limit], split.y[:limit])
-    session = get_target(artifact.target).open(artifact.path, artifact.manifest, device, threads)
-    try:
-        outputs = session.predict(x)
-    finally:
-        session.close()
+    # in a child process, like bench: a runtime or delegate that crashes fails this call only
+    outputs, _runtime = predict_in_child(artifact.path, x, device, threads)
     figures = compare_on_labels(outputs, source.predict(x), y, dataset.class_names, confidence)
     return AccuracyRecord(
         artifact=str(artifact.path),

@@ -263,7 +263,7 @@ def _print_exports(results: list, failures: list) -> None:
         coverage = manifest["coverage"]
         int8 = coverage.get("int8_fraction")
         table.add_row(
-            str(result.artifact.path),
+            result.artifact.label,
             f"{manifest['file']['size'] / 1024:.0f} KB",
             f"{figures['sqnr_db']:.1f}",
             f"{figures['top1_agreement']:.3f}",
@@ -273,6 +273,8 @@ def _print_exports(results: list, failures: list) -> None:
             f"{result.seconds:.1f}",
         )
     console.print(table)
+    for result in results:
+        console.print(f"wrote {result.artifact.path} (+ .json manifest)", soft_wrap=True)
     for result in results:
         for warning in result.warnings:
             err_console.print(f"[bold yellow]warning[/] {result.artifact.path.name}: {warning}")
@@ -284,6 +286,9 @@ ArtifactsArgument = Annotated[
     list[Path] | None, typer.Argument(help="artifact files (.tflite, .pte, .onnx)")
 ]
 DeviceOption = Annotated[str, typer.Option("--device", help="cpu or gpu")]
+HistoryOption = Annotated[
+    Path | None, typer.Option("--history", help="sqlite file (default ~/.edgekit/history.sqlite)")
+]
 
 
 @app.command("eval")
@@ -359,7 +364,9 @@ def _print_accuracy(records: list) -> None:
 
 @app.command()
 def check(
-    artifacts: ArtifactsArgument = None,
+    paths: Annotated[
+        list[Path] | None, typer.Argument(help="artifacts, or one run directory")
+    ] = None,
     data: DataOption = "digits",
     device: DeviceOption = "cpu",
     max_drop: Annotated[float | None, typer.Option("--max-drop", help="points of top-1")] = None,
@@ -368,23 +375,47 @@ def check(
     point_estimate: Annotated[
         bool, typer.Option("--point-estimate", help="gate the drop itself, not its CI upper bound")
     ] = False,
+    max_latency_regression: Annotated[
+        float | None, typer.Option("--max-latency-regression", help="percent of p50 (run dirs)")
+    ] = None,
+    against: Annotated[
+        str, typer.Option("--against", help="last, or a run id from history")
+    ] = "last",
+    history: HistoryOption = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Exit 1 when an artifact's accuracy drop, agreement or SQNR breaks a bound."""
-    from edgekit.accuracy import evaluate_artifact
+    """Exit 1 when accuracy drop, agreement, SQNR or latency breaks a bound; 2 on bad input."""
     from edgekit.errors import GateFailed
-    from edgekit.gates import accuracy_gates
+    from edgekit.gates import accuracy_gates, latency_gates, run_accuracy_gates
 
-    if not artifacts:
-        raise EdgekitError("check: give one or more artifacts")
-    if max_drop is None and min_agreement is None and min_sqnr is None:
+    if not paths:
+        raise EdgekitError("check: give one or more artifacts, or a run directory")
+    bounds = (max_drop, min_agreement, min_sqnr, max_latency_regression)
+    if all(bound is None for bound in bounds):
         raise EdgekitError(
-            "check: give at least one bound (--max-drop, --min-agreement, --min-sqnr)"
+            "check: give at least one bound (--max-drop, --min-agreement, --min-sqnr, "
+            "--max-latency-regression)"
         )
     results = []
-    for path in artifacts:
-        record = evaluate_artifact(str(path), data, device)
-        results += accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)
+    if len(paths) == 1 and paths[0].is_dir():
+        from edgekit.history import resolve_run
+        from edgekit.report import load_results
+
+        run = load_results(paths[0])
+        results += run_accuracy_gates(run, max_drop, min_agreement, min_sqnr, point_estimate)
+        if max_latency_regression is not None:
+            earlier = resolve_run(against, history, exclude=run["run"]["id"])
+            results += latency_gates(run, earlier, max_latency_regression, history)
+    else:
+        if max_latency_regression is not None:
+            raise EdgekitError("--max-latency-regression compares runs: give a run directory")
+        from edgekit.accuracy import evaluate_artifact
+
+        for path in paths:
+            record = evaluate_artifact(str(path), data, device)
+            results += accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)
+    if not results:
+        raise EdgekitError("check: nothing to gate (no measured rows)")
     failed = [r for r in results if not r.passed]
     if as_json:
         print(json.dumps({"passed": not failed, "gates": [r.to_dict() for r in results]}, indent=2))
@@ -520,6 +551,168 @@ def _print_latency(records: list) -> None:
             err_console.print(
                 f"[yellow]warning[/] {r.label} ({r.device}, {r.threads} thr): {warning}"
             )
+
+
+def _csv(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+@app.command()
+def run(
+    model: Annotated[str | None, typer.Option("--model", "-m")] = None,
+    data: Annotated[str | None, typer.Option("--data", "-d")] = None,
+    targets: Annotated[str | None, typer.Option("--targets", help="all or a list")] = None,
+    recipes: Annotated[str | None, typer.Option("--recipes", help="all or a list")] = None,
+    devices: Annotated[str | None, typer.Option("--devices", help="cpu,gpu,android")] = None,
+    threads: Annotated[str | None, typer.Option("--threads", help="e.g. 1,2")] = None,
+    max_drop: Annotated[float | None, typer.Option("--max-drop", help="budget in points")] = None,
+    name: Annotated[str | None, typer.Option("--name")] = None,
+    runs_dir: Annotated[str | None, typer.Option("--runs-dir")] = None,
+    serial: Annotated[str | None, typer.Option("--serial")] = None,
+    min_runs: Annotated[int | None, typer.Option("--min-runs")] = None,
+    min_seconds: Annotated[float | None, typer.Option("--min-seconds")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="edgekit.toml")] = None,
+    write_config: Annotated[
+        Path | None,
+        typer.Option("--write-config", help="write these options to a TOML file and stop"),
+    ] = None,
+    history: HistoryOption = None,
+) -> None:
+    """Export, validate, evaluate and benchmark the whole matrix; write a run directory + report."""
+    from dataclasses import replace
+
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from edgekit.history import record_run
+    from edgekit.quantize.recipes import parse_recipes
+    from edgekit.report import build_report
+    from edgekit.runner import RunConfig, run_matrix
+    from edgekit.targets import parse_targets
+
+    base = RunConfig.from_toml(config) if config else RunConfig()
+    given = {
+        "model": model,
+        "data": data,
+        "name": name,
+        "runs_dir": runs_dir,
+        "serial": serial,
+        "max_drop": max_drop,
+        "min_runs": min_runs,
+        "min_seconds": min_seconds,
+        "targets": None if targets is None else parse_targets(targets),
+        "recipes": None if recipes is None else [r.name for r in parse_recipes(recipes)],
+        "devices": None if devices is None else _csv(devices),
+        "threads": None if threads is None else _threads(threads),
+    }
+    settings = replace(base, **{key: value for key, value in given.items() if value is not None})
+    settings.validate()
+    if write_config is not None:
+        from edgekit.fileio import write_bytes_atomic
+
+        write_bytes_atomic(write_config, settings.to_toml().encode())
+        console.print(f"wrote {write_config}")
+        return
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=False) as progress:
+        task = progress.add_task("starting", total=None)
+
+        def say(message: str) -> None:
+            progress.update(task, description=message)
+            progress.console.log(message)
+
+        result = run_matrix(settings, say)
+        progress.update(task, description="report")
+        paths = build_report(result.run_dir)
+    record_run(result.results, result.run_dir, history)
+    from edgekit.recommend import recommend
+
+    advice = recommend(result.results["rows"], settings.max_drop)
+    failed = [row for row in result.results["rows"] if row["status"] != "ok"]
+    console.print(f"[bold]recommendation:[/] {advice.summary}")
+    if failed:
+        console.print(f"{len(failed)} row(s) did not complete (reasons in the report)")
+    console.print(f"report: {paths['md']}  and  {paths['html']}")
+
+
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="a run directory")]) -> None:
+    """Rebuild report.md, report.html, report.json and plots from results.json alone."""
+    from edgekit.report import build_report
+
+    paths = build_report(run_dir)
+    console.print(f"report: {paths['md']}  and  {paths['html']}")
+
+
+@app.command("history")
+def history_command(
+    history: HistoryOption = None,
+    limit: Annotated[int, typer.Option("--limit")] = 20,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List the runs in the history database, newest first."""
+    from edgekit.history import list_runs
+
+    runs = list_runs(history, limit)
+    if as_json:
+        print(json.dumps(runs, indent=2))
+        return
+    table = Table("run", "created", "model", "data", "commit", "rows ok")
+    for entry in runs:
+        table.add_row(
+            entry["id"],
+            entry["created"],
+            entry["model"],
+            entry["data"],
+            entry["git_commit"] or "",
+            f"{entry['ok']}/{entry['rows']}",
+        )
+    console.print(table)
+
+
+@app.command()
+def compare(
+    run_a: Annotated[str, typer.Argument(help="run id, run directory, or last")],
+    run_b: Annotated[str, typer.Argument(help="run id or run directory")],
+    history: HistoryOption = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Deltas of every row between two runs (B against A)."""
+    from edgekit.history import compare_runs, resolve_run
+
+    second = resolve_run(run_b, history)
+    first = resolve_run(run_a, history, exclude=second)
+    deltas = compare_runs(first, second, history)
+    if as_json:
+        print(json.dumps({"a": first, "b": second, "rows": deltas}, indent=2))
+        return
+    table = Table(
+        "row",
+        "p50 A ms",
+        "p50 B ms",
+        "p50 change",
+        "top-1 A",
+        "top-1 B",
+        "top-1 change",
+        title=f"{second} against {first}",
+    )
+    for entry in deltas:
+        a, b = entry["a"] or {}, entry["b"] or {}
+        change = entry.get("p50_change_pct")
+        top1 = entry.get("top1_change_points")
+        table.add_row(
+            entry["key"],
+            _num(a.get("p50_ms"), "{:.3f}"),
+            _num(b.get("p50_ms"), "{:.3f}"),
+            "" if change is None else f"{change:+.1f} %",
+            _num(a.get("top1") and 100 * a["top1"], "{:.2f}"),
+            _num(b.get("top1") and 100 * b["top1"], "{:.2f}"),
+            "" if top1 is None else f"{top1:+.2f}",
+        )
+    console.print(table)
+
+
+def _num(value: float | None, pattern: str) -> str:
+    return "" if value is None else pattern.format(value)
 
 
 def main() -> None:

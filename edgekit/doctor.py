@@ -20,7 +20,7 @@ def diagnose() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "machine": platform.machine(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "versions": tool_versions(),
         "targets": _targets(),
@@ -32,7 +32,7 @@ def diagnose() -> dict[str, Any]:
     }
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as handle:
             for line in handle:

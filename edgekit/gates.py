@@ -86,3 +86,55 @@ def format_gates(results: list[GateResult]) -> str:
     ]
     details = [f"  {r.artifact} {r.gate}: {r.detail}" for r in results if r.detail]
     return "\n".join(lines + details)
+
+
+def run_accuracy_gates(
+    results: dict[str, Any],
+    max_drop: float | None = None,
+    min_agreement: float | None = None,
+    min_sqnr: float | None = None,
+    point_estimate: bool = False,
+) -> list[GateResult]:
+    """Accuracy gates on every row of a run's results.json that has an accuracy figure."""
+    from edgekit.recommend import row_label
+
+    gates = []
+    for row in results["rows"]:
+        accuracy = row.get("accuracy")
+        if row["kind"] != "artifact" or not accuracy:
+            continue
+        record = AccuracyRecord(**{**accuracy, "drop_ci": tuple(accuracy["drop_ci"])})
+        record.label = row_label(row)
+        gates += accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)
+    return gates
+
+
+def latency_gates(
+    results: dict[str, Any], earlier_run: str, max_regression_pct: float, history: Any = None
+) -> list[GateResult]:
+    """p50 of each row against the same row of an earlier run in the history."""
+    from edgekit.history import row_key, run_rows
+
+    before = run_rows(earlier_run, history)
+    gates = []
+    for row in results["rows"]:
+        p50 = (row.get("latency") or {}).get("p50_ms")
+        then = before.get(row_key(row))
+        if p50 is None or not then or not then["p50_ms"]:
+            continue
+        change = 100.0 * (p50 - then["p50_ms"]) / then["p50_ms"]
+        detail = f"p50 {then['p50_ms']:.3f} ms in {earlier_run} -> {p50:.3f} ms"
+        if row.get("disturbed"):
+            detail += " (this measurement was disturbed by other processes)"
+        gates.append(
+            GateResult(
+                row_key(row),
+                str(row.get("device")),
+                "p50 regression (%)",
+                change,
+                max_regression_pct,
+                change <= max_regression_pct,
+                detail,
+            )
+        )
+    return gates

@@ -30,3 +30,21 @@ def calibration(digits_data):
     from edgekit.quantize.calibration import sample_calibration
 
     return sample_calibration(digits_data, 200)
+
+
+@pytest.fixture(scope="session")
+def export_digits(digits_model, digits_data, tmp_path_factory):
+    """``export_digits(target, recipe, io="float32")`` -> Artifact, exported once per session."""
+    from edgekit.export import export_artifact
+
+    out_dir = tmp_path_factory.mktemp("artifacts")
+    cache = {}
+
+    def export(target: str, recipe: str, io: str = "float32"):
+        key = (target, recipe, io)
+        if key not in cache:
+            result = export_artifact(digits_model, digits_data, target, recipe, out_dir, io_dtype=io)
+            cache[key] = result.artifact
+        return cache[key]
+
+    return export

@@ -1,0 +1,116 @@
+"""The command line as a user types it: output, exit codes, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from cli_helpers import run_cli
+
+
+def test_help_lists_the_commands(capsys):
+    result = run_cli(capsys, "--help")
+    assert result.code == 0
+    for command in (
+        "export",
+        "eval",
+        "bench",
+        "run",
+        "report",
+        "check",
+        "doctor",
+        "zoo",
+        "history",
+        "compare",
+    ):
+        assert command in result.out
+
+
+def test_zoo_list_and_show(capsys):
+    listing = run_cli(capsys, "zoo", "list")
+    assert listing.code == 0 and "digits-mobilenet" in listing.out and "resnet50" in listing.out
+    shown = run_cli(capsys, "zoo", "show", "mobilenet_v2")
+    assert shown.code == 0
+    facts = json.loads(shown.out)
+    assert facts["parameters"] == 3_504_872 and facts["preprocess"]["input_size"] == [224, 224]
+
+
+def test_doctor_reports_this_machine(capsys):
+    result = run_cli(capsys, "doctor", "--json")
+    assert result.code == 0
+    facts = json.loads(result.out)
+    assert facts["versions"]["torch"].startswith("2.13.0")
+    assert facts["targets"]["onnx"] == {"export": True, "run": True, "problems": []}
+    assert facts["xnnpack"]["executorch_xnnpack"] is True
+    assert facts["cores"] == os.cpu_count()
+    human = run_cli(capsys, "doctor")
+    assert human.code == 0 and "XNNPACK" in human.out and "Vulkan" in human.out
+
+
+def test_the_default_model_accuracy(capsys):
+    result = run_cli(capsys, "eval")
+    assert result.code == 0
+    assert "digits-mobilenet on digits (evaluation split, 899 images): top-1 98" in result.out
+
+
+def test_export_writes_a_validated_artifact_and_its_manifest(capsys, tmp_path):
+    result = run_cli(capsys, "export", "--target", "onnx", "--int8", "-o", str(tmp_path), "--json")
+    assert result.code == 0, result.err
+    (entry,) = json.loads(result.out)["artifacts"]
+    assert entry["recipe"] == "int8" and entry["validation"]["passed"]
+    assert (tmp_path / "digits-mobilenet-int8.onnx").is_file()
+    manifest = json.loads((tmp_path / "digits-mobilenet-int8.onnx.json").read_text())
+    assert manifest["calibration"]["size"] == 200
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary files left
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["export", "--target", "coreml"], "unknown target 'coreml'"),
+        (["export", "--target", "onnx", "--recipe", "int4"], "unknown recipe 'int4'"),
+        (
+            ["export", "--target", "onnx", "--int8", "--calibration-samples", "0"],
+            "--calibration-samples must be positive",
+        ),
+        (["export", "--target", "onnx", "--model", "nowhere/model.pt2"], "model file not found"),
+        (["export", "--target", "onnx", "--int8", "--fp16"], "choose one recipe"),
+        (["eval", "missing.tflite"], "missing.tflite: artifact not found"),
+        (["check", "missing.onnx"], "give at least one bound"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, args, message):
+    result = (
+        run_cli(capsys, *args, "-o", str(tmp_path))
+        if args[0] == "export"
+        else run_cli(capsys, *args)
+    )
+    assert result.code == 2
+    assert message in result.err
+    assert len(result.err.strip().splitlines()) == 1 and "Traceback" not in result.err
+
+
+def test_an_output_directory_that_is_not_writable(capsys, tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    result = run_cli(capsys, "export", "--target", "onnx", "-o", str(blocked / "out"))
+    assert result.code == 2 and "output directory is not writable" in result.err
+
+
+def test_a_dataset_that_does_not_match_the_model(capsys, tmp_path):
+    path = tmp_path / "three.npz"
+    np.savez(
+        path,
+        x=np.zeros((6, 8, 8)),
+        y=np.array([0, 1, 2, 0, 1, 2]),
+        class_names=np.array(["a", "b", "c"]),
+    )
+    result = run_cli(capsys, "export", "--target", "onnx", "--data", str(path), "-o", str(tmp_path))
+    assert result.code == 2 and "dataset has 3 classes but the model has 10" in result.err
+
+
+def test_debug_shows_the_traceback(capsys):
+    with pytest.raises(Exception, match="no such zoo model"):
+        run_cli(capsys, "--debug", "export", "--model", "zoo:alexnet")
