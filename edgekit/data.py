@@ -1,5 +1,6 @@
 """Labelled datasets for calibration and accuracy: the built-in ``digits``, a class-per-folder
-image directory, or an ``.npz`` with ``x`` and ``y``. Each is split, by a fixed seed, into a
+image directory, or an ``.npz`` with ``x`` and ``y`` (and ``synthetic[:N]``, random images for the
+latency-only models). Each is split, by a fixed seed, into a
 calibration half and an evaluation half; calibration never draws from the evaluation half."""
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def load_dataset(spec: str, preprocess: Preprocess) -> Dataset:
     """``digits``, a directory of class folders, or an ``.npz`` file, preprocessed for a model."""
     if spec == "digits":
         images, labels, names = _digits()
+    elif spec == "synthetic" or spec.startswith("synthetic:"):
+        images, labels, names = _synthetic(spec, preprocess)
     else:
         path = Path(spec)
         if not path.exists():
@@ -96,6 +99,25 @@ def _digits() -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     bunch = load_digits()
     images = (bunch.images.astype(np.float32) / 16.0)[..., None]  # 8x8, values 0..16
     return images, bunch.target.astype(np.int64), tuple(str(name) for name in bunch.target_names)
+
+
+def _synthetic(spec: str, pre: Preprocess) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Seeded smooth random images with random labels: calibration and validation data for the
+    latency-only zoo models (random weights), never an accuracy figure."""
+    count_text = spec.partition(":")[2] or "64"
+    if not count_text.isdigit() or int(count_text) < 2:
+        raise UserInputError(f"{spec}: expected synthetic or synthetic:N with N >= 2")
+    count = int(count_text)
+    rng = np.random.default_rng(SPLIT_SEED)
+    height, width = pre.input_size
+    coarse = rng.random((count, max(2, height // 8), max(2, width // 8), pre.channels)).astype(
+        np.float32
+    )
+    from edgekit.preprocess import resize_images
+
+    images = np.clip(resize_images(coarse, (height, width)), 0.0, 1.0)
+    labels = rng.integers(0, pre.num_classes, count)
+    return images, labels, pre.class_names
 
 
 def _image_folder(root: Path, pre: Preprocess) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
