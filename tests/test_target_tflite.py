@@ -1,0 +1,377 @@
+"""The tflite target: every recipe exported from digits-mobilenet (litert-torch) and from a small
+Keras model (tf.lite), opened with the LiteRT Interpreter (XNNPACK and builtin kernels) and the
+GPU accelerator, measured against the source model; coverage read from the file; unsupported cases.
+
+Bounds are the measured figures with margin (100 evaluation samples, ai-edge-litert 2.3.0, x86):
+digits-mobilenet fp32 SQNR 129 dB; int8 26.0 dB (max abs diff 0.67), same with int8 I/O;
+int8-dynamic 37.0 dB (20 of 27 ops delegated: XNNPACK leaves the 7 hybrid depthwise convs);
+fp16 62.7 dB; all agree 100%. Keras model (random weights, random data): see the Keras tests.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from edgekit.errors import DeviceUnavailable, UnsupportedExport, UserInputError
+from edgekit.metrics import compare_outputs
+from edgekit.models import SourceModel
+from edgekit.targets import get_target
+from edgekit.targets.base import ExportRequest
+from edgekit.targets.tflite import graph_ops
+
+SAMPLES = 100
+
+
+@pytest.fixture(scope="module")
+def target():
+    return get_target("tflite")
+
+
+@pytest.fixture(scope="module")
+def reference(digits_model, digits_data):
+    x = digits_data.evaluation.x[:SAMPLES]
+    return x, digits_model.predict(x)
+
+
+def export(target, source, recipe, directory: Path, calibration=None, **options):
+    """Export to a name without the .tflite suffix (as the pipeline does); build the manifest."""
+    path = directory / f"{source.name}-{recipe}-{options.get('io_dtype', 'float32')}.partial"
+    info = target.export(ExportRequest(source, recipe, path, calibration=calibration, **options))
+    manifest = {
+        "input": info.input.to_dict(),
+        "output": info.output.to_dict(),
+        "recipe": recipe,
+        "details": info.details,
+    }
+    return path, manifest, info
+
+
+@pytest.fixture(scope="module")
+def artifacts(target, digits_model, calibration, tmp_path_factory):
+    """Each (recipe, io_dtype) exported once, when first asked for: -> (path, manifest, info)."""
+    directory = tmp_path_factory.mktemp("tflite")
+    made = {}
+
+    def get(recipe: str, io_dtype: str = "float32"):
+        if (recipe, io_dtype) not in made:
+            made[recipe, io_dtype] = export(
+                target, digits_model, recipe, directory, calibration.x, io_dtype=io_dtype
+            )
+        return made[recipe, io_dtype]
+
+    return get
+
+
+def measure(target, path, manifest, reference, **options):
+    x, expected = reference
+    session = target.open(path, manifest, device=options.pop("device", "cpu"), **options)
+    try:
+        return compare_outputs(expected, session.predict(x)), session.info
+    finally:
+        session.close()
+
+
+# ---- digits-mobilenet (torch -> litert-torch) ------------------------------------------------
+
+
+def test_fp32_is_nhwc_fully_delegated_and_matches_torch(target, artifacts, reference):
+    path, manifest, info = artifacts("fp32")
+    assert not path.name.endswith(".tflite") and path.is_file()
+    # to_channel_last_io moved the layout change out of the graph: the file takes NHWC
+    assert info.input.layout == "NHWC" and info.input.shape == [1, 32, 32, 1]
+    assert info.input.dtype == "float32" and info.output.shape == [1, 10]
+    assert info.details["channel_last_io"] is True
+    assert info.details["converter"].startswith("litert-torch")
+
+    metrics, runtime = measure(target, path, manifest, reference, threads=2)
+    assert metrics["sqnr_db"] >= 40 and metrics["top1_agreement"] >= 0.99
+    assert runtime["delegate"] == "XNNPACK" and runtime["delegate_applied"] is True
+    assert runtime["threads"] == 2
+
+    coverage = target.coverage(path, manifest)
+    assert coverage.total_ops == info.details["ops"] > 20
+    assert coverage.fast_ops == coverage.total_ops and coverage.fallback_ops == []
+    assert coverage.transposes == 0 and coverage.int8_fraction is None
+
+
+def test_fp32_without_xnnpack_runs_the_builtin_kernels(target, artifacts, reference):
+    path, manifest, _ = artifacts("fp32")
+    metrics, runtime = measure(target, path, manifest, reference, xnnpack=False)
+    assert runtime["delegate"] is None and runtime["delegate_applied"] is False
+    assert runtime["delegated_ops"].startswith("0/")
+    assert metrics["sqnr_db"] >= 40 and metrics["top1_agreement"] >= 0.99
+
+
+def test_stage_invoke_output_contract(target, artifacts, reference):
+    path, manifest, _ = artifacts("fp32")
+    session = target.open(path, manifest)
+    staged = session.stage(reference[0][:1])
+    assert staged.shape == (1, 32, 32, 1) and staged.dtype == np.float32  # NCHW -> NHWC
+    logits = session.output(session.invoke(staged))
+    assert logits.shape == (1, 10) and logits.dtype == np.float32
+    with pytest.raises(UserInputError, match="does not fit"):
+        session.stage(np.zeros((1, 3, 32, 32), np.float32))
+    session.close()
+
+
+def test_int8_has_float_io_and_runs_all_compute_in_int8(target, artifacts, reference):
+    path, manifest, info = artifacts("int8")
+    assert info.input.dtype == "float32" and info.input.quantization is None
+    assert info.output.dtype == "float32"
+    assert "PT2EQuantizer" in info.details["quantizer"]
+    # litert-torch makes int8 I/O; the target puts QUANTIZE/DEQUANTIZE ops at the boundary
+    ops = graph_ops(path)
+    assert ops[0].name == "QUANTIZE" and ops[0].inputs == ("float32",)
+    assert ops[-1].name == "DEQUANTIZE" and ops[-1].outputs == ("float32",)
+
+    metrics, runtime = measure(target, path, manifest, reference)
+    assert metrics["sqnr_db"] >= 22 and metrics["top1_agreement"] >= 0.97
+    assert metrics["max_abs_diff"] < 1.5
+    assert runtime["delegate_applied"] is True
+
+    coverage = target.coverage(path, manifest)
+    assert coverage.fast_ops == coverage.total_ops and coverage.transposes == 0
+    # every conv, fc, residual add and mean takes int8 activations in this graph
+    assert coverage.compute_ops == 24 and coverage.int8_fraction == 1.0
+    assert "float compute ops" not in coverage.summary
+
+
+def test_int8_with_int8_io_quantizes_in_stage(target, artifacts, reference):
+    path, manifest, info = artifacts("int8", "int8")
+    assert info.input.dtype == "int8" and info.output.dtype == "int8"
+    assert info.input.quantization["scale"] > 0 and info.output.quantization["scale"] > 0
+    assert [op.name for op in graph_ops(path)].count("QUANTIZE") == 0
+
+    session = target.open(path, manifest)
+    staged = session.stage(reference[0][:1])
+    assert staged.dtype == np.int8 and staged.shape == (1, 32, 32, 1)
+    raw = session.invoke(staged)
+    assert raw.dtype == np.int8
+    session.close()
+
+    metrics, _ = measure(target, path, manifest, reference)
+    assert metrics["sqnr_db"] >= 22 and metrics["top1_agreement"] >= 0.97
+    # the same int8 graph as the float-I/O model: logits agree to a few output steps
+    float_path, float_manifest, _ = artifacts("int8")
+    x = reference[0][:20]
+    with_int_io = target.open(path, manifest).predict(x)
+    with_float_io = target.open(float_path, float_manifest).predict(x)
+    assert np.abs(with_int_io - with_float_io).max() <= 3 * info.output.quantization["scale"]
+
+
+def test_int8_dynamic_leaves_hybrid_depthwise_convs_off_xnnpack(target, artifacts, reference):
+    path, manifest, info = artifacts("int8-dynamic")
+    assert "dynamic_wi8_afp32" in info.details["quantizer"]
+    metrics, _ = measure(target, path, manifest, reference)
+    assert metrics["sqnr_db"] >= 30 and metrics["top1_agreement"] >= 0.97
+
+    coverage = target.coverage(path, manifest)
+    assert coverage.fallback_ops == ["DEPTHWISE_CONV_2D"]
+    assert 0.6 < coverage.fast_fraction < 0.9
+    # int8 weights on convs and the fc; the residual ADDs and the MEAN stay float
+    assert 0.7 < coverage.int8_fraction < 1.0
+    assert "ADD x3" in coverage.summary
+
+
+def test_fp16_halves_the_weights_and_stays_fully_delegated(target, artifacts, reference):
+    fp32_path, _, _ = artifacts("fp32")
+    path, manifest, _ = artifacts("fp16")
+    assert path.stat().st_size < 0.7 * fp32_path.stat().st_size
+    assert any(op.name == "DEQUANTIZE" and op.inputs == ("float16",) for op in graph_ops(path))
+    metrics, _ = measure(target, path, manifest, reference)
+    assert metrics["sqnr_db"] >= 50 and metrics["top1_agreement"] >= 0.99
+    coverage = target.coverage(path, manifest)
+    assert coverage.fast_ops == coverage.total_ops
+
+
+def test_channel_last_io_removes_the_input_transpose(target, tmp_path):
+    """A 3-channel model: plain litert-torch conversion starts with an NCHW->NHWC TRANSPOSE."""
+    import litert_torch
+
+    from edgekit.architectures import MobileNetV2
+    from edgekit.preprocess import Preprocess
+
+    torch.manual_seed(0)
+    module = MobileNetV2(
+        num_classes=10, in_channels=3, stem_channels=8, stem_stride=2, last_channels=32,
+        blocks=((1, 8, 1, 1), (4, 16, 2, 2)), dropout=0.0,
+    ).eval()  # fmt: skip
+    preprocess = Preprocess((32, 32), 3, (0.0,) * 3, (1.0,) * 3, tuple("0123456789"))
+    source = SourceModel("rgb-net", "torch", module, preprocess, "test", "test")
+    plain = tmp_path / "plain.tflite"
+    litert_torch.convert(module, (torch.from_numpy(source.example_input()),)).export(str(plain))
+    assert [op.name for op in graph_ops(plain)].count("TRANSPOSE") >= 1
+
+    path, manifest, info = export(target, source, "fp32", tmp_path)
+    assert info.input.layout == "NHWC" and info.input.shape == [1, 32, 32, 3]
+    assert info.details["transposes"] == 0 and target.coverage(path, manifest).transposes == 0
+    x = np.random.default_rng(1).standard_normal((8, 3, 32, 32)).astype(np.float32)
+    metrics = compare_outputs(source.predict(x), target.open(path, manifest).predict(x))
+    assert metrics["sqnr_db"] >= 40
+
+
+# ---- unsupported combinations ----------------------------------------------------------------
+
+
+def test_unsupported_combinations_say_why(target, digits_model, calibration, tmp_path):
+    reason = target.unsupported_reason("fp16", digits_model, io_dtype="int8")
+    assert "int8 input/output needs the int8 (static) recipe" in reason
+    assert target.unsupported_reason("int8", digits_model, io_dtype="int8") is None
+    with pytest.raises(UnsupportedExport, match="tflite int8-dynamic: int8 input/output"):
+        target.export(ExportRequest(digits_model, "int8-dynamic", tmp_path / "a", io_dtype="int8"))
+    with pytest.raises(UnsupportedExport, match=r"keeping block2\.dw in float"):
+        target.export(
+            ExportRequest(
+                digits_model, "int8", tmp_path / "b", calibration.x, keep_float=("block2.dw",)
+            )
+        )
+    with pytest.raises(UserInputError, match="needs calibration"):
+        target.export(ExportRequest(digits_model, "int8", tmp_path / "c"))
+    jax_model = SourceModel("j", "jax", None, digits_model.preprocess, "d", "s")
+    assert "no converter for jax models" in target.unsupported_reason("fp32", jax_model)
+    assert "unknown recipe" in target.unsupported_reason("int4", digits_model)
+    assert not list(tmp_path.iterdir())  # nothing half-written
+
+
+def test_unknown_device_is_unavailable(target, artifacts):
+    path, manifest, _ = artifacts("fp32")
+    with pytest.raises(DeviceUnavailable, match="unknown device 'npu'"):
+        target.open(path, manifest, device="npu")
+
+
+def test_versions(target):
+    versions = target.versions()
+    assert versions["ai-edge-litert"] == "2.3.0" and versions["litert-torch"] == "0.10.0"
+
+
+# ---- GPU (LiteRT CompiledModel, WebGPU over Vulkan) ------------------------------------------
+
+
+def open_gpu(target, path, manifest):
+    try:
+        return target.open(path, manifest, device="gpu")
+    except DeviceUnavailable as exc:
+        pytest.skip(f"no LiteRT GPU accelerator here: {exc}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("recipe", ["fp32", "int8"])
+def test_gpu_runs_fully_accelerated(target, artifacts, reference, recipe):
+    path, manifest, _ = artifacts(recipe)
+    session = open_gpu(target, path, manifest)
+    assert session.info["device"] == "gpu" and session.info["fully_accelerated"] is True
+    metrics = compare_outputs(reference[1], session.predict(reference[0]))
+    session.close()
+    # the GPU computes in fp16: measured on lavapipe fp32 56 dB, int8 30 dB
+    assert metrics["sqnr_db"] >= (45 if recipe == "fp32" else 22)
+    assert metrics["top1_agreement"] >= 0.97
+
+
+def test_gpu_without_a_vulkan_driver_is_unavailable(artifacts):
+    """In a process that sees no Vulkan driver, device gpu raises DeviceUnavailable with why."""
+    path, manifest, _ = artifacts("fp32")
+    script = (
+        "import json, sys\n"
+        "from edgekit.targets import get_target\n"
+        "from edgekit.errors import DeviceUnavailable\n"
+        "try:\n"
+        "    get_target('tflite').open(sys.argv[1], json.loads(sys.argv[2]), device='gpu')\n"
+        "except DeviceUnavailable as exc:\n"
+        "    print('UNAVAILABLE', exc)\n"
+    )
+    import json
+
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(path), json.dumps(manifest)],
+        env={"VK_ICD_FILENAMES": "/nonexistent/icd.json", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "UNAVAILABLE tflite gpu:" in result.stdout, result.stderr[-2000:]
+    assert "No adapters found" in result.stdout
+
+
+# ---- a Keras source (tf.lite.TFLiteConverter) ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def keras_source(tmp_path_factory):
+    """A small NHWC Keras CNN (conv, BN, ReLU6, depthwise, residual add, GAP, dense) with random
+    weights and non-trivial BN statistics, saved and loaded as a user's .keras file."""
+    import keras
+
+    from edgekit.models import load_model
+
+    keras.utils.set_random_seed(0)
+    layers = keras.layers
+    inputs = keras.Input((32, 32, 3))
+    x = layers.ReLU(6.0)(layers.BatchNormalization()(layers.Conv2D(32, 3, strides=2)(inputs)))
+    # wide enough that tf.lite's dynamic range quantizes the weights (it skips < 1024 elements)
+    y = layers.ReLU(6.0)(layers.BatchNormalization()(layers.Conv2D(64, 1)(x)))
+    y = layers.ReLU(6.0)(layers.BatchNormalization()(layers.DepthwiseConv2D(3, padding="same")(y)))
+    y = layers.BatchNormalization()(layers.Conv2D(32, 1)(y))
+    x = layers.GlobalAveragePooling2D()(layers.Add()([x, y]))
+    x = layers.Dense(128, activation="relu")(x)
+    model = keras.Model(inputs, layers.Dense(10)(x))
+    rng = np.random.default_rng(0)
+    for layer in model.layers:
+        if isinstance(layer, layers.BatchNormalization):
+            gamma, beta, _, _ = layer.get_weights()
+            size = gamma.shape
+            layer.set_weights([gamma, beta, rng.normal(0, 0.1, size), rng.uniform(0.5, 2.0, size)])
+    path = tmp_path_factory.mktemp("keras") / "small.keras"
+    model.save(path)
+    return load_model(str(path))
+
+
+@pytest.fixture(scope="module")
+def keras_data():
+    rng = np.random.default_rng(3)
+    calibration = rng.uniform(-1, 1, (64, 3, 32, 32)).astype(np.float32)  # NCHW, as edgekit's
+    x = rng.uniform(-1, 1, (SAMPLES, 3, 32, 32)).astype(np.float32)
+    return calibration, x
+
+
+# recipe, io_dtype, min SQNR dB, min agreement; measured: 127, 36.9, 36.9, 37.3, 67.7 dB, all 100%
+KERAS_CASES = [
+    ("fp32", "float32", 40, 0.99),
+    ("int8", "float32", 30, 0.95),
+    ("int8", "int8", 30, 0.95),
+    ("int8-dynamic", "float32", 30, 0.95),
+    ("fp16", "float32", 55, 0.99),
+]
+
+
+@pytest.mark.parametrize(("recipe", "io_dtype", "min_sqnr", "min_agree"), KERAS_CASES)
+def test_keras_source_through_tf_lite(
+    target, keras_source, keras_data, tmp_path, recipe, io_dtype, min_sqnr, min_agree
+):
+    calibration, x = keras_data
+    path, manifest, info = export(
+        target, keras_source, recipe, tmp_path, calibration, io_dtype=io_dtype
+    )
+    assert info.details["converter"].startswith("tf.lite.TFLiteConverter")
+    assert info.input.layout == "NHWC" and info.input.shape == [1, 32, 32, 3]  # batch 1, static
+    assert info.input.dtype == io_dtype and info.output.dtype == io_dtype
+    assert (info.input.quantization is not None) == (io_dtype == "int8")
+
+    session = target.open(path, manifest)
+    metrics = compare_outputs(keras_source.predict(x), session.predict(x))
+    assert metrics["sqnr_db"] >= min_sqnr and metrics["top1_agreement"] >= min_agree
+
+    coverage = target.coverage(path, manifest)
+    assert coverage.transposes == 0
+    assert coverage.fast_ops == coverage.total_ops  # XNNPACK takes all of it, whatever the recipe
+    if recipe == "int8":
+        assert coverage.int8_fraction == 1.0
+    if recipe == "int8-dynamic":
+        # the 1x1 convs and the dense layers get int8 weights; ADD, MEAN and the small
+        # depthwise conv and stem stay float
+        assert coverage.int8_fraction == 0.5
