@@ -232,5 +232,5 @@ def predict_in_child(
         }
         result = run_child(request, timeout_s)
         if result["status"] != "ok":
-            raise EdgekitError(f"{artifact}: on {device}: {result['error']}")
+            raise EdgekitError(f"{Path(artifact).name} on {device}: {result['error']}")
         return np.load(outputs), result.get("runtime", {})

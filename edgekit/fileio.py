@@ -45,6 +45,9 @@ def atomic_path(final: Path) -> Iterator[Path]:
     fd, tmp_name = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp")
     os.close(fd)
     tmp = Path(tmp_name)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the final file gets the usual mode
     try:
         yield tmp
         os.replace(tmp, final)

@@ -153,10 +153,11 @@ def main() -> None:
         result = MODES[request["mode"]](request)
         result["status"] = "ok"
     except Exception as exc:  # reported as a failed row by the parent
-        result = {
-            "status": "failed",
-            "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-        }
+        from edgekit.errors import EdgekitError
+
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        error = first if isinstance(exc, EdgekitError) else f"{type(exc).__name__}: {first}"
+        result = {"status": "failed", "error": error}
     result["peak_rss_mb"] = _peak_rss_mb()
     sys.stdout.flush()
     os.write(1, (f"\n{RESULT_MARKER}\n" + json.dumps(result) + "\n").encode())
