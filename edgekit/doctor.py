@@ -27,7 +27,7 @@ def diagnose() -> dict[str, Any]:
         "xnnpack": _xnnpack(),
         "cuda": _cuda(),
         "onnxruntime_providers": _ort_providers(),
-        "vulkan": _vulkan(),
+        "vulkan": vulkan_facts(),
         "adb": _adb(),
     }
 
@@ -115,26 +115,28 @@ def _ort_providers() -> list[str]:
         return []
 
 
-def _vulkan() -> dict[str, Any]:
+def vulkan_facts() -> dict[str, Any]:
+    """Vulkan ICDs and devices; ``software_only`` when every device is a CPU (lavapipe)."""
     icds = sorted({path for pattern in VULKAN_ICD_GLOBS for path in glob.glob(pattern)})
-    facts: dict[str, Any] = {"icd_files": icds, "devices": []}
+    facts: dict[str, Any] = {"icd_files": icds, "devices": [], "device_types": []}
     tool = shutil.which("vulkaninfo")
     if tool:
         try:
             out = subprocess.run(
                 [tool, "--summary"], capture_output=True, text=True, timeout=20, check=False
             ).stdout
-            facts["devices"] = [
-                line.split("=", 1)[1].strip() for line in out.splitlines() if "deviceName" in line
-            ]
         except (OSError, subprocess.TimeoutExpired):
-            pass
-    names = " ".join(facts["devices"] + icds).lower()
-    facts["software_only"] = (
-        bool(icds)
-        and ("llvmpipe" in names or "lvp" in names)
-        and not any(word in names for word in ("nvidia", "radeon_icd", "intel_icd", "amd"))
-    )
+            out = ""
+        for line in out.splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "deviceName":
+                facts["devices"].append(value.strip())
+            elif key.strip() == "deviceType":
+                facts["device_types"].append(value.strip())
+    if facts["device_types"]:
+        facts["software_only"] = all(kind.endswith("CPU") for kind in facts["device_types"])
+    else:  # no vulkaninfo: Mesa installs every ICD file; only lavapipe's means software
+        facts["software_only"] = [p.rsplit("/", 1)[-1] for p in icds] == ["lvp_icd.x86_64.json"]
     facts["available"] = bool(icds)
     return facts
 

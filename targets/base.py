@@ -122,8 +122,14 @@ class Target:
         raise NotImplementedError
 
     def open(
-        self, path: Path, manifest: dict[str, Any], device: str = "cpu", threads: int = 1
+        self,
+        path: Path,
+        manifest: dict[str, Any],
+        device: str = "cpu",
+        threads: int = 1,
+        **options: Any,
     ) -> Session:
+        """Open on ``device``; ``options`` are target-specific (tflite: ``xnnpack=False``)."""
         raise NotImplementedError
 
     def coverage(self, path: Path, manifest: dict[str, Any]) -> Coverage:

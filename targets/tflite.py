@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from edgekit.devices.gpu import gpu_label, software_vulkan
 from edgekit.errors import DeviceUnavailable, UnsupportedExport, UserInputError
 from edgekit.models import SourceModel
 from edgekit.quantize.recipes import RECIPES
@@ -492,6 +493,8 @@ class CompiledModelSession(Session):
             "runtime": f"LiteRT CompiledModel (ai-edge-litert {_version('ai-edge-litert')})",
             "delegate": "GPU (WebGPU)",
             "delegate_applied": True,
+            "software_vulkan": software_vulkan(),
+            "gpu": gpu_label(),
             "fully_accelerated": model.is_fully_accelerated(),
             "threads": threads,
             "device": "gpu",
