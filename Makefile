@@ -13,7 +13,8 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/edgekit zoo train digits-mobilenet
+	$(VENV)/bin/edgekit eval
+	$(VENV)/bin/edgekit run --model digits-mobilenet --data digits --devices cpu,gpu
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .

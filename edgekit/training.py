@@ -11,7 +11,6 @@ import inspect
 import json
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -137,8 +136,3 @@ def _shift(batch: object, max_shift: int, generator: object, fill: float) -> obj
         ]
     )
 
-
-def state_dict_path_digest(path: Path) -> str:
-    from edgekit.fileio import sha256_file
-
-    return sha256_file(path)
