@@ -28,6 +28,8 @@ app = typer.Typer(
 )
 zoo_app = typer.Typer(help="The built-in models: list, train, show.", no_args_is_help=True)
 app.add_typer(zoo_app, name="zoo")
+device_app = typer.Typer(help="Emulated devices: set one up.", no_args_is_help=True)
+app.add_typer(device_app, name="device")
 console = Console()
 err_console = Console(stderr=True)
 
@@ -282,10 +284,42 @@ def _print_exports(results: list, failures: list) -> None:
         err_console.print(f"[red]not exported[/] {target}/{recipe}: {why}")
 
 
+CpuOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cpu",
+        help="arm64-emu core: cortex-a76 (default), cortex-a53, cortex-a55, cortex-a710, "
+        "neoverse-n1, neoverse-v1",
+    ),
+]
+XnnpackOption = Annotated[
+    bool, typer.Option("--xnnpack/--no-xnnpack", help="arm64-emu .tflite: XNNPACK or builtin")
+]
+
+
+@device_app.command("setup")
+def device_setup(
+    name: Annotated[str, typer.Argument(help="arm64-emu")],
+    cpu: CpuOption = None,
+    with_pte: Annotated[
+        bool, typer.Option("--with-pte", help="also run .pte (trixie userland, ~150 MB)")
+    ] = False,
+) -> None:
+    """Build an emulated device into the cache (idempotent, ~1.5 min and ~300 MB)."""
+    if name != "arm64-emu":
+        raise EdgekitError(f"unknown device '{name}' (have: arm64-emu)")
+    from edgekit.devices.arm64_emu import setup_device
+
+    def say(message: str) -> None:
+        err_console.print(message, markup=False, highlight=False)
+
+    setup_device(cpu, with_pte, progress=say)
+
+
 ArtifactsArgument = Annotated[
     list[Path] | None, typer.Argument(help="artifact files (.tflite, .pte, .onnx)")
 ]
-DeviceOption = Annotated[str, typer.Option("--device", help="cpu or gpu")]
+DeviceOption = Annotated[str, typer.Option("--device", help="cpu, gpu or arm64-emu")]
 HistoryOption = Annotated[
     Path | None, typer.Option("--history", help="sqlite file (default ~/.edgekit/history.sqlite)")
 ]
@@ -301,6 +335,8 @@ def eval_command(
         typer.Option("--model", "-m", help="with no artifact: evaluate this source model"),
     ] = None,
     threads: Annotated[int, typer.Option("--threads")] = 1,
+    cpu: CpuOption = None,
+    xnnpack: XnnpackOption = True,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Accuracy of artifacts against the baseline on the evaluation split (or of a source model)."""
@@ -317,11 +353,45 @@ def eval_command(
                 f"{result['samples']} images): top-1 {100 * result['top1']:.2f} %{top5}"
             )
         return
-    records = [evaluate_artifact(str(path), data, device, threads) for path in artifacts]
+    if device == "arm64-emu":
+        from edgekit.devices.arm64_emu import evaluate_arm64
+
+        records = [evaluate_arm64(str(p), data, cpu, xnnpack, threads) for p in artifacts]
+    else:
+        records = [evaluate_artifact(str(path), data, device, threads) for path in artifacts]
     if as_json:
         print(json.dumps([record.to_dict() for record in records], indent=2))
         return
     _print_accuracy(records)
+    _print_arm_vs_x86(records)
+
+
+def _print_arm_vs_x86(records: list) -> None:
+    rows = [r for r in records if getattr(r, "arm_vs_x86", None)]
+    if not rows:
+        return
+    table = Table(
+        "artifact",
+        "kernels",
+        "CPU model",
+        "max |ARM-x86|",
+        "mean |ARM-x86|",
+        "argmax agree",
+        "outputs differing",
+        title="arm64-emu: aarch64 kernels against the host's x86 kernels",
+    )
+    for r in rows:
+        f = r.arm_vs_x86
+        table.add_row(
+            r.label,
+            f["kernels"],
+            str(r.emulation["cpu_model"]),
+            f"{f['max_abs_diff']:.3g}",
+            f"{f['mean_abs_diff']:.3g}",
+            f"{f['argmax_agreement']:.4f}",
+            f"{f['outputs_differing']}/{f['outputs']}",
+        )
+    console.print(table)
 
 
 def _print_accuracy(records: list) -> None:
@@ -378,6 +448,11 @@ def check(
     max_latency_regression: Annotated[
         float | None, typer.Option("--max-latency-regression", help="percent of p50 (run dirs)")
     ] = None,
+    max_arm_x86_diff: Annotated[
+        float | None, typer.Option("--max-arm-x86-diff", help="arm64-emu: max |ARM - x86| logit")
+    ] = None,
+    cpu: CpuOption = None,
+    xnnpack: XnnpackOption = True,
     against: Annotated[
         str, typer.Option("--against", help="last, or a run id from history")
     ] = "last",
@@ -390,7 +465,7 @@ def check(
 
     if not paths:
         raise EdgekitError("check: give one or more artifacts, or a run directory")
-    bounds = (max_drop, min_agreement, min_sqnr, max_latency_regression)
+    bounds = (max_drop, min_agreement, min_sqnr, max_latency_regression, max_arm_x86_diff)
     if all(bound is None for bound in bounds):
         raise EdgekitError(
             "check: give at least one bound (--max-drop, --min-agreement, --min-sqnr, "
@@ -412,7 +487,14 @@ def check(
         from edgekit.accuracy import evaluate_artifact
 
         for path in paths:
-            record = evaluate_artifact(str(path), data, device)
+            if device == "arm64-emu":
+                from edgekit.devices.arm64_emu import arm_x86_gate, evaluate_arm64
+
+                record = evaluate_arm64(str(path), data, cpu, xnnpack)
+                if max_arm_x86_diff is not None:
+                    results.append(arm_x86_gate(record, max_arm_x86_diff))
+            else:
+                record = evaluate_artifact(str(path), data, device)
             results += accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)
     if not results:
         raise EdgekitError("check: nothing to gate (no measured rows)")
@@ -447,7 +529,9 @@ def _threads(text: str) -> list[int]:
 @app.command()
 def bench(
     artifacts: ArtifactsArgument = None,
-    device: Annotated[str, typer.Option("--device", help="cpu, gpu or android")] = "cpu",
+    device: Annotated[str, typer.Option("--device", help="cpu, gpu, android or arm64-emu")] = "cpu",
+    cpu: CpuOption = None,
+    xnnpack: XnnpackOption = True,
     threads: Annotated[str, typer.Option("--threads", help="thread counts, e.g. 1,2")] = "1",
     serial: Annotated[str | None, typer.Option("--serial", help="adb serial (android)")] = None,
     warmup: Annotated[int, typer.Option("--warmup")] = 10,
@@ -475,9 +559,15 @@ def bench(
             from edgekit.devices.android import bench_on_android
 
             records += [bench_on_android(a, serial, count, protocol) for a in loaded]
+        elif device == "arm64-emu":
+            from edgekit.devices.arm64_emu import bench_arm64
+
+            records += [
+                bench_arm64(a, count, protocol, cpu, xnnpack, timeout_s=timeout) for a in loaded
+            ]
         else:
             if device not in ("cpu", "gpu"):
-                raise EdgekitError(f"unknown device '{device}' (cpu, gpu or android)")
+                raise EdgekitError(f"unknown device '{device}' (cpu, gpu, android or arm64-emu)")
             records += [
                 bench_artifact(a.path, device, count, protocol, guard, timeout_s=timeout)
                 for a in loaded
@@ -523,6 +613,8 @@ def _print_latency(records: list) -> None:
         s = r.stats
         base = baselines.get(r.threads)
         speedup = "" if base is None or r is base else f"{base.stats['p50_ms'] / s['p50_ms']:.2f}x"
+        if r.device == "arm64-emu":  # emulated latency is never a speed-up
+            speedup = "emulated"
         foreign = (
             "-" if r.foreign_cpu is None else f"{r.foreign_cpu:.2f}" + (" !" if r.disturbed else "")
         )
@@ -563,7 +655,9 @@ def run(
     data: Annotated[str | None, typer.Option("--data", "-d")] = None,
     targets: Annotated[str | None, typer.Option("--targets", help="all or a list")] = None,
     recipes: Annotated[str | None, typer.Option("--recipes", help="all or a list")] = None,
-    devices: Annotated[str | None, typer.Option("--devices", help="cpu,gpu,android")] = None,
+    devices: Annotated[
+        str | None, typer.Option("--devices", help="cpu,gpu,android,arm64-emu")
+    ] = None,
     threads: Annotated[str | None, typer.Option("--threads", help="e.g. 1,2")] = None,
     max_drop: Annotated[float | None, typer.Option("--max-drop", help="budget in points")] = None,
     name: Annotated[str | None, typer.Option("--name")] = None,

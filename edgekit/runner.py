@@ -18,7 +18,7 @@ from edgekit.errors import EdgekitError, UserInputError
 from edgekit.fileio import write_json_atomic
 
 RESULTS_SCHEMA_VERSION = 1
-DEVICES = ("cpu", "gpu", "android")
+DEVICES = ("cpu", "gpu", "android", "arm64-emu")
 
 
 @dataclass
@@ -36,6 +36,7 @@ class RunConfig:
     name: str | None = None
     runs_dir: str = "runs"
     serial: str | None = None
+    arm64_cpu: str | None = None  # arm64-emu core (None: its default, cortex-a76)
     warmup: int = 10
     min_runs: int = 50
     min_seconds: float = 1.0
@@ -145,7 +146,14 @@ def run_matrix(config: RunConfig, progress: Progress | None = None) -> RunResult
         for device in config.devices:
             say(f"evaluate {artifact.label} on {device}")
             try:
-                accuracy = evaluate_artifact(str(artifact.path), config.data, device).to_dict()
+                if device == "arm64-emu":
+                    from edgekit.devices.arm64_emu import evaluate_arm64
+
+                    accuracy = evaluate_arm64(
+                        str(artifact.path), config.data, config.arm64_cpu
+                    ).to_dict()
+                else:
+                    accuracy = evaluate_artifact(str(artifact.path), config.data, device).to_dict()
                 error = None
             except EdgekitError as exc:
                 accuracy, error = None, str(exc)
@@ -162,6 +170,17 @@ def run_matrix(config: RunConfig, progress: Progress | None = None) -> RunResult
                     from edgekit.devices.android import bench_on_android
 
                     record = bench_on_android(artifact, config.serial, threads, protocol)
+                elif device == "arm64-emu":  # labelled emulated; _with_derived gives no speed-up
+                    from edgekit.devices.arm64_emu import bench_arm64
+
+                    record = bench_arm64(
+                        artifact,
+                        threads,
+                        protocol,
+                        config.arm64_cpu,
+                        timeout_s=config.timeout,
+                        sample=sample,
+                    )
                 else:
                     record = bench_artifact(
                         artifact.path, device, threads, protocol, guard, sample, config.timeout

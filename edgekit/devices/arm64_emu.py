@@ -14,15 +14,21 @@ own builds of the runtimes (these are the manylinux aarch64 wheels).
   ``dpkg -x``; only ``qemu-aarch64`` is kept. QEMU 7.2 (bookworm's default) is refused: it does
   not emulate ``/proc/cpuinfo`` for aarch64, so cpuinfo (XNNPACK, onnxruntime) parses the host's
   x86 file and the runtimes crash, and with an SME-capable CPU model it gives wrong XNNPACK int8.
-- ``sysroot/``: a Debian bookworm arm64 userland with CPython 3.11, resolved by a private apt
-  configuration with an empty dpkg status (so apt downloads the whole dependency closure), fetched
-  with ``apt-get install --download-only`` and unpacked with ``dpkg -x``.
-- ``site/``: the aarch64 manylinux wheels of the pinned runtimes, ``pip download --platform`` then
-  ``pip install --no-deps --target``.
+- ``sysroot-bookworm/``: a Debian bookworm arm64 userland with CPython 3.11 (the host's minor
+  version), resolved by a private apt configuration with an empty dpkg status (so apt downloads
+  the whole dependency closure), fetched with ``apt-get install --download-only`` and unpacked
+  with ``dpkg -x``; no chroot, no binfmt.
+- ``site-bookworm/``: the aarch64 manylinux wheels of the pinned runtimes, ``pip download
+  --platform`` then ``pip install --no-deps --target``.
+- with ``with_pte`` (``--with-pte``, ~150 MB more): ``sysroot-trixie/`` + ``site-trixie/``,
+  trixie's arm64 CPython 3.13 with ``executorch-numpy-runtime`` (ExecuTorch 1.3.1's C++ runtime
+  with XNNPACK, torch-free; it needs CPython >= 3.12). PyPI's aarch64 torch is a CUDA build that
+  loads only with stubbed CUDA libraries, which edgekit does not ship; without this part a .pte
+  is refused with that reason.
 - ``device.json``: written last; its presence means the device is ready.
 
-A run is ``qemu-aarch64 -L sysroot sysroot/usr/bin/python3.11 arm64_runner.py request.json`` in a
-child process with a timeout, so a crashing emulated runtime is a failed row, not a dead report.
+A run is ``qemu-aarch64 -L SYSROOT SYSROOT/usr/bin/python3.X arm64_runner.py REQUEST`` in a child
+process with a timeout, so a crashing emulated runtime is a failed row, not a dead report.
 """
 
 from __future__ import annotations
@@ -48,10 +54,36 @@ from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
 
 DEVICE = "arm64-emu"
 MIN_QEMU = (10, 0)
-# The runtimes at the versions the host uses (pyproject pins), as aarch64 manylinux wheels.
-WHEELS = ("numpy==2.4.6", "ai-edge-litert==2.3.0", "onnxruntime==1.32.0")
-PYTHON = "python3.11"
-USERLAND_PACKAGES = (PYTHON, "libstdc++6", "libgcc-s1", "zlib1g", "libatomic1")
+
+
+@dataclass(frozen=True)
+class Userland:
+    """An arm64 Debian userland with one CPython and the aarch64 wheels on its path."""
+
+    name: str  # its directories: sysroot-<name>/ and site-<name>/
+    suite: str
+    python: str
+    wheels: tuple[str, ...]
+
+    @property
+    def python_version(self) -> str:
+        return self.python.removeprefix("python")
+
+
+# The runtimes at the versions the host uses (pyproject pins), as aarch64 manylinux wheels, on
+# bookworm's CPython 3.11: the same minor version as the host.
+CORE = Userland(
+    "bookworm",
+    "bookworm",
+    "python3.11",
+    ("numpy==2.4.6", "ai-edge-litert==2.3.0", "onnxruntime==1.32.0"),
+)
+# Optional (--with-pte): .pte files need a torch-free ExecuTorch runtime. executorch-numpy-runtime
+# (ExecuTorch 1.3.1's C++ core with XNNPACK, numpy only) needs CPython >= 3.12: trixie's 3.13.
+PTE = Userland(
+    "trixie", "trixie", "python3.13", ("numpy==2.4.6", "executorch-numpy-runtime==1.4.0")
+)
+USERLAND_LIBS = ("libstdc++6", "libgcc-s1", "zlib1g", "libatomic1")
 PLATFORMS = (
     "manylinux_2_28_aarch64",
     "manylinux_2_27_aarch64",
@@ -71,12 +103,13 @@ CPU_CHOICES = (
 )
 DEFAULT_CPU = "cortex-a76"
 FALLBACK_CPU = "neoverse-n1"  # same Armv8.2 feature set as the A76, for a QEMU without it
-SUPPORTED_SUFFIXES = {".tflite": "tflite", ".onnx": "onnx"}
+SUPPORTED_SUFFIXES = {".tflite": "tflite", ".onnx": "onnx", ".pte": "pte"}
 LATENCY_LABEL = "emulated: not a phone's speed (QEMU user-mode; never compare with native)"
 PTE_REASON = (
-    "executorch .pte: not supported on arm64-emu (PyPI's aarch64 torch is a CUDA build that loads "
-    "only with stubbed CUDA libraries, which edgekit does not ship; the torch-free "
-    "executorch-numpy-runtime needs CPython >= 3.12, and bookworm's arm64 userland has 3.11)"
+    "executorch .pte: not supported on arm64-emu without its optional ExecuTorch userland (run "
+    "'edgekit device setup arm64-emu --with-pte': trixie arm64 CPython 3.13 + "
+    "executorch-numpy-runtime, ~150 MB; PyPI's aarch64 torch is a CUDA build that loads only "
+    "with stubbed CUDA libraries, which edgekit does not ship)"
 )
 
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
@@ -108,9 +141,7 @@ def parse_qemu_version(text: str) -> tuple[int, int, int]:
     """``qemu-aarch64 version 10.0.2 (Debian 1:10.0.2+ds-1~bpo12+1)`` -> (10, 0, 2)."""
     match = re.search(r"version (\d+)\.(\d+)(?:\.(\d+))?", text)
     if not match:
-        raise DeviceUnavailable(
-            f"arm64-emu: cannot read a QEMU version from {text.strip()[:80]!r}"
-        )
+        raise DeviceUnavailable(f"arm64-emu: cannot read a QEMU version from {text.strip()[:80]!r}")
     major, minor, patch = match.groups()
     return int(major), int(minor), int(patch or 0)
 
@@ -299,25 +330,35 @@ def _setup_qemu(root: Path, say: Progress) -> Path:
     return binary
 
 
-def _setup_sysroot(root: Path, qemu: Path, say: Progress) -> None:
-    sysroot = root / "sysroot"
-    if (root / ".done-sysroot").exists() and (sysroot / "usr" / "bin" / PYTHON).exists():
-        say(f"arm64 userland ({PYTHON}): ready (cached)")
+def _merge_usr(sysroot: Path) -> None:
+    """Trixie's packages ship only /usr (base-files makes /lib -> usr/lib on a real system, and
+    the dynamic loader is looked up at /lib/ld-linux-aarch64.so.1): add those links."""
+    for name in ("bin", "sbin", "lib"):
+        if (sysroot / "usr" / name).is_dir() and not (sysroot / name).exists():
+            (sysroot / name).symlink_to(f"usr/{name}")
+
+
+def _setup_sysroot(root: Path, qemu: Path, land: Userland, say: Progress) -> None:
+    sysroot = root / f"sysroot-{land.name}"
+    stamp = root / f".done-sysroot-{land.name}"
+    if stamp.exists() and (sysroot / "usr" / "bin" / land.python).exists():
+        say(f"arm64 userland {land.suite} ({land.python}): ready (cached)")
         return
-    (root / ".done-sysroot").unlink(missing_ok=True)
-    base = root / "apt-arm64"
+    stamp.unlink(missing_ok=True)
+    base = root / f"apt-{land.name}"
     mirror, security = _mirrors()
     sources = [
-        _deb_line(mirror, "bookworm bookworm-updates"),
-        _deb_line(security, "bookworm-security"),
+        _deb_line(mirror, f"{land.suite} {land.suite}-updates"),
+        _deb_line(security, f"{land.suite}-security"),
     ]
     env = _write_apt_config(base, "arm64", sources)
-    say(f"arm64 userland: apt-get update (bookworm arm64 from {mirror})")
-    _run_step(["apt-get", "update", "-q"], f"apt-get update of bookworm arm64 ({mirror})", env)
-    say(f"arm64 userland: downloading {', '.join(USERLAND_PACKAGES)} and their dependencies")
+    say(f"arm64 userland: apt-get update ({land.suite} arm64 from {mirror})")
+    _run_step(["apt-get", "update", "-q"], f"apt-get update of {land.suite} arm64 ({mirror})", env)
+    packages = (land.python, *USERLAND_LIBS)
+    say(f"arm64 userland: downloading {', '.join(packages)} and their dependencies")
     _run_step(
-        ["apt-get", "install", "-y", "-q", "--download-only", *USERLAND_PACKAGES],
-        "apt-get install --download-only of the arm64 userland",
+        ["apt-get", "install", "-y", "-q", "--download-only", *packages],
+        f"apt-get install --download-only of the {land.suite} arm64 userland",
         env,
     )
     debs = sorted((base / "cache" / "archives").glob("*.deb"))
@@ -326,32 +367,35 @@ def _setup_sysroot(root: Path, qemu: Path, say: Progress) -> None:
     sysroot.mkdir()
     for deb in debs:
         _run_step(["dpkg", "-x", str(deb), str(sysroot)], f"dpkg -x {deb.name}")
+    _merge_usr(sysroot)
     shutil.rmtree(base, ignore_errors=True)  # lists and .debs: ~60 MB, rebuilt if ever needed
-    out = _emulated(root, qemu, DEFAULT_CPU, ["-c", "import platform; print(platform.machine())"])
-    if out.strip() != "aarch64":
-        raise DeviceUnavailable(f"arm64-emu setup: the emulated {PYTHON} says {out.strip()!r}")
-    (root / ".done-sysroot").write_text("")
+    check = ["-c", "import platform; print(platform.machine())"]
+    out = _emulated(Emulator(root, qemu), land, DEFAULT_CPU, check).strip()
+    if out != "aarch64":
+        raise DeviceUnavailable(f"arm64-emu setup: the emulated {land.python} says {out!r}")
+    stamp.write_text("")
 
 
-def _setup_site(root: Path, qemu: Path, say: Progress) -> None:
-    site = root / "site"
-    stamp = root / ".done-site"
-    if stamp.exists() and stamp.read_text() == " ".join(WHEELS):
-        say(f"aarch64 wheels ({', '.join(WHEELS)}): ready (cached)")
+def _setup_site(root: Path, land: Userland, say: Progress) -> None:
+    site = root / f"site-{land.name}"
+    stamp = root / f".done-site-{land.name}"
+    if stamp.exists() and stamp.read_text() == " ".join(land.wheels):
+        say(f"aarch64 wheels ({', '.join(land.wheels)}): ready (cached)")
         return
     stamp.unlink(missing_ok=True)
-    tags = ["--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp"]
-    tags += ["--abi", "cp311", "--abi", "abi3", "--abi", "none"]
+    digits = land.python_version.replace(".", "")
+    tags = ["--only-binary=:all:", "--python-version", land.python_version]
+    tags += ["--implementation", "cp", "--abi", f"cp{digits}", "--abi", "abi3", "--abi", "none"]
     for platform in PLATFORMS:
         tags += ["--platform", platform]
-    wheels = root / "wheels"
+    wheels = root / f"wheels-{land.name}"
     shutil.rmtree(wheels, ignore_errors=True)
-    say(f"aarch64 wheels: pip download {' '.join(WHEELS)} (+ dependencies)")
+    say(f"aarch64 wheels: pip download {' '.join(land.wheels)} (+ dependencies)")
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     # the host's pip constraints pin x86 choices that need not exist for aarch64
     env = dict(os.environ, PIP_CONSTRAINT="")
-    _run_step([*pip, "download", "-q", *tags, "-d", str(wheels), *WHEELS], "pip download", env)
-    say("aarch64 wheels: pip install --no-deps --target site/")
+    _run_step([*pip, "download", "-q", *tags, "-d", str(wheels), *land.wheels], "pip download", env)
+    say(f"aarch64 wheels: pip install --no-deps --target {site.name}/")
     shutil.rmtree(site, ignore_errors=True)
     files = [str(path) for path in sorted(wheels.glob("*.whl"))]
     _run_step(
@@ -360,36 +404,52 @@ def _setup_site(root: Path, qemu: Path, say: Progress) -> None:
         env,
     )
     shutil.rmtree(wheels, ignore_errors=True)
-    probe = "import numpy, onnxruntime, ai_edge_litert.interpreter; print(numpy.__version__)"
-    _emulated(root, qemu, DEFAULT_CPU, ["-c", probe])
-    stamp.write_text(" ".join(WHEELS))
+    stamp.write_text(" ".join(land.wheels))
 
 
-def setup_device(cpu: str | None = None, progress: Progress | None = print) -> Path:
+CORE_CHECK = (
+    "import json, numpy, onnxruntime, ai_edge_litert, platform, sys; "
+    "from importlib.metadata import version as v; "
+    "print(json.dumps({'python': sys.version.split()[0], 'machine': platform.machine(), "
+    "'numpy': numpy.__version__, 'onnxruntime': onnxruntime.__version__, "
+    "'ai-edge-litert': v('ai-edge-litert')}))"
+)
+PTE_CHECK = (
+    "import json, sys, executorch_numpy_runtime as en; "
+    "from importlib.metadata import version as v; "
+    "info = en.runtime_info(); "
+    "print(json.dumps({'pte_python': sys.version.split()[0], "
+    "'executorch-numpy-runtime': v('executorch-numpy-runtime'), "
+    "'executorch_runtime': info['executorch_version'], 'pte_backends': info['backends']}))"
+)
+
+
+def setup_device(
+    cpu: str | None = None, with_pte: bool = False, progress: Progress | None = print
+) -> Path:
     """Build the emulated ARM64 device into ``cache_dir()/"arm64-emu"`` (idempotent: finished
-    steps are kept) and check it runs ``cpu``. Returns the device directory."""
+    steps are kept) and check it runs on ``cpu``; ``with_pte`` adds the ExecuTorch userland.
+    Returns the device directory."""
     say = progress or (lambda message: None)
     started = time.perf_counter()
     root = device_root()
     root.mkdir(parents=True, exist_ok=True)
-    (root / "device.json").unlink(missing_ok=True)  # written again only when everything works
-    if not all(
-        (root / marker).exists() for marker in ("qemu/.done", ".done-sysroot", ".done-site")
-    ):
-        _check_host_tools()
+    facts_path = root / "device.json"
+    earlier = json.loads(facts_path.read_text()) if facts_path.is_file() else {}
+    keep_pte = earlier.get("pte") or (root / f".done-site-{PTE.name}").exists()
+    lands = [CORE, PTE] if with_pte or keep_pte else [CORE]
+    _check_host_tools()
     qemu = _setup_qemu(root, say)
     chosen = choose_cpu(cpu, cpu_models(qemu))
-    _setup_sysroot(root, qemu, say)
-    _setup_site(root, qemu, say)
+    emulator = Emulator(root, qemu)
+    for land in lands:
+        _setup_sysroot(root, qemu, land, say)
+        _setup_site(root, land, say)
     say(f"checking the runtimes on the emulated {chosen}")
-    check = (
-        "import json, numpy, onnxruntime, ai_edge_litert, platform, sys; "
-        "from importlib.metadata import version as v; "
-        "print(json.dumps({'python': sys.version.split()[0], 'machine': platform.machine(), "
-        "'numpy': numpy.__version__, 'onnxruntime': onnxruntime.__version__, "
-        "'ai-edge-litert': v('ai-edge-litert')}))"
-    )
-    facts = json.loads(_emulated(root, qemu, chosen, ["-c", check]).strip().splitlines()[-1])
+    facts = json.loads(_emulated(emulator, CORE, chosen, ["-c", CORE_CHECK]).splitlines()[-1])
+    if PTE in lands:
+        lines = _emulated(emulator, PTE, chosen, ["-c", PTE_CHECK]).splitlines()
+        facts.update(json.loads(lines[-1]), pte=True)
     facts.update(
         qemu=".".join(map(str, qemu_version(qemu))),
         default_cpu=chosen,
@@ -397,11 +457,17 @@ def setup_device(cpu: str | None = None, progress: Progress | None = print) -> P
         size_mb=round(_dir_size(root) / 2**20, 1),
         setup_seconds=round(time.perf_counter() - started, 1),
     )
-    (root / "device.json").write_text(json.dumps(facts, indent=2) + "\n")
+    facts_path.write_text(json.dumps(facts, indent=2) + "\n")
+    pte = (
+        f", executorch-numpy-runtime {facts['executorch-numpy-runtime']} on CPython "
+        f"{facts['pte_python']}"
+        if facts.get("pte")
+        else ""
+    )
     say(
         f"arm64-emu ready in {root}: QEMU {facts['qemu']}, CPython {facts['python']} aarch64, "
         f"numpy {facts['numpy']}, ai-edge-litert {facts['ai-edge-litert']}, onnxruntime "
-        f"{facts['onnxruntime']}; CPU {chosen}; {facts['size_mb']:.0f} MB, "
+        f"{facts['onnxruntime']}{pte}; CPU {chosen}; {facts['size_mb']:.0f} MB, "
         f"{facts['setup_seconds']:.0f} s"
     )
     return root
@@ -413,53 +479,55 @@ def setup_device(cpu: str | None = None, progress: Progress | None = print) -> P
 
 @dataclass(frozen=True)
 class Emulator:
-    """A ready device: the emulator, the userland and the runtimes' site directory."""
+    """A ready device: the emulator and its userlands."""
 
     root: Path
     qemu: Path
     facts: dict[str, Any] = field(default_factory=dict)
 
-    def command(self, args: list[str]) -> list[str]:
-        python = self.root / "sysroot" / "usr" / "bin" / PYTHON
-        return [str(self.qemu), "-L", str(self.root / "sysroot"), str(python), *args]
+    def command(self, land: Userland, args: list[str]) -> list[str]:
+        sysroot = self.root / f"sysroot-{land.name}"
+        python = sysroot / "usr" / "bin" / land.python
+        return [str(self.qemu), "-L", str(sysroot), str(python), *args]
 
-    def env(self, cpu: str) -> dict[str, str]:
+    def env(self, land: Userland, cpu: str) -> dict[str, str]:
         return {
             "PATH": "/usr/bin:/bin",
             "HOME": os.environ.get("HOME", "/tmp"),
             "LANG": "C.UTF-8",
             "QEMU_CPU": cpu,
-            "PYTHONPATH": str(self.root / "site"),
+            "PYTHONPATH": str(self.root / f"site-{land.name}"),
             "PYTHONNOUSERSITE": "1",
             "PYTHONDONTWRITEBYTECODE": "1",
             "TF_CPP_MIN_LOG_LEVEL": "3",
         }
 
 
+def _emulated(
+    emulator: Emulator, land: Userland, cpu: str, args: list[str], timeout_s: float = 300
+) -> str:
+    try:
+        completed = subprocess.run(
+            emulator.command(land, args),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=emulator.env(land, cpu),
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise DeviceUnavailable(f"arm64-emu: the emulated {land.python} timed out") from None
+    if completed.returncode != 0:
+        raise DeviceUnavailable(
+            f"arm64-emu: the emulated {land.python} failed ({_exit_reason(completed)})"
+        )
+    return completed.stdout
+
+
 def _qemu_override() -> Path | None:
     """``EDGEKIT_QEMU_AARCH64``: use this qemu-aarch64 instead of the one setup unpacked."""
     chosen = os.environ.get("EDGEKIT_QEMU_AARCH64")
     return Path(chosen) if chosen else None
-
-
-def _emulated(root: Path, qemu: Path, cpu: str, args: list[str], timeout_s: float = 300) -> str:
-    emulator = Emulator(root, qemu)
-    try:
-        completed = subprocess.run(
-            emulator.command(args),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=emulator.env(cpu),
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise DeviceUnavailable(f"arm64-emu: the emulated {PYTHON} timed out") from None
-    if completed.returncode != 0:
-        raise DeviceUnavailable(
-            f"arm64-emu: the emulated {PYTHON} failed ({_exit_reason(completed)})"
-        )
-    return completed.stdout
 
 
 def _exit_reason(completed: subprocess.CompletedProcess) -> str:
@@ -488,6 +556,13 @@ def load_device() -> Emulator:
             "about 1.5 minutes and 300 MB)"
         )
     facts = json.loads(facts_path.read_text())
+    for land in (CORE, PTE) if facts.get("pte") else (CORE,):
+        done = [root / f".done-{part}-{land.name}" for part in ("sysroot", "site")]
+        if not all(path.exists() for path in done):
+            raise DeviceUnavailable(
+                f"arm64-emu: the {land.suite} userland in {root} is incomplete (an interrupted "
+                "setup?); run 'edgekit device setup arm64-emu' again"
+            )
     qemu = _qemu_override() or root / "qemu" / "usr" / "bin" / "qemu-aarch64"
     if not qemu.exists():
         raise DeviceUnavailable(
@@ -506,19 +581,21 @@ def device_ready() -> bool:
 
 
 def runner_kind(path: str | Path) -> str:
-    """``tflite`` or ``onnx``; a clear line for formats the emulated device cannot run."""
+    """``tflite``, ``onnx`` or ``pte``; a clear line for formats the device cannot run."""
     suffix = Path(path).suffix
-    if suffix == ".pte":
-        raise DeviceUnavailable(PTE_REASON)
     if suffix not in SUPPORTED_SUFFIXES:
         raise DeviceUnavailable(
-            f"{Path(path).name}: not supported on arm64-emu (it runs .tflite and .onnx)"
+            f"{Path(path).name}: not supported on arm64-emu (it runs .tflite, .onnx and, with "
+            "--with-pte, .pte)"
         )
     return SUPPORTED_SUFFIXES[suffix]
 
 
-def _runner_request(artifact: Any, mode: str, threads: int, xnnpack: bool) -> dict[str, Any]:
+def _runner_request(
+    artifact: Any, mode: str, threads: int, xnnpack: bool, crash_for_test: str | None = None
+) -> dict[str, Any]:
     return {
+        "crash_for_test": crash_for_test,
         "mode": mode,
         "kind": runner_kind(artifact.path),
         "artifact": str(Path(artifact.path).resolve()),
@@ -547,8 +624,12 @@ def run_runner(
         request_path.write_text(json.dumps(request))
         if emulated:
             emulator = load_device()
+            land = PTE if request["kind"] == "pte" else CORE
+            if land is PTE and not emulator.facts.get("pte"):
+                raise DeviceUnavailable(PTE_REASON)
             chosen = choose_cpu(cpu or emulator.facts.get("default_cpu"), cpu_models(emulator.qemu))
-            command, env = emulator.command([script, str(request_path)]), emulator.env(chosen)
+            command = emulator.command(land, [script, str(request_path)])
+            env = emulator.env(land, chosen)
         else:
             chosen = "host"
             command = [sys.executable, script, str(request_path)]
@@ -576,6 +657,7 @@ def predict_arm64(
     threads: int = 1,
     timeout_s: float = 900.0,
     emulated: bool = True,
+    crash_for_test: str | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Float32 logits of NCHW float32 ``x_nchw`` from the artifact on the emulated aarch64
     kernels, staged as the host sessions stage (layout and int8 quantization from the
@@ -586,7 +668,7 @@ def predict_arm64(
     with tempfile.TemporaryDirectory(prefix="edgekit-arm64-io-") as tmp:
         inputs, outputs = Path(tmp) / "x.npy", Path(tmp) / "y.npy"
         np.save(inputs, np.ascontiguousarray(x_nchw, dtype=np.float32))
-        request = _runner_request(artifact, "predict", threads, xnnpack)
+        request = _runner_request(artifact, "predict", threads, xnnpack, crash_for_test)
         request.update(input=str(inputs), output=str(outputs))
         result = run_runner(request, cpu, timeout_s, emulated)
         if result["status"] != "ok":
@@ -603,6 +685,7 @@ def bench_arm64(
     xnnpack: bool = True,
     timeout_s: float = 900.0,
     sample: np.ndarray | None = None,
+    crash_for_test: str | None = None,
 ) -> Any:
     """Latency of one artifact on the emulated device. Labelled: an emulated figure is not a
     phone's and must never enter a speed-up."""
@@ -623,7 +706,7 @@ def bench_arm64(
     )
     protocol = protocol or Protocol()
     try:
-        request = _runner_request(loaded, "bench", threads, xnnpack)
+        request = _runner_request(loaded, "bench", threads, xnnpack, crash_for_test)
     except DeviceUnavailable as exc:
         record.error = str(exc)
         return record
@@ -764,6 +847,11 @@ def arm_x86_gate(record: Any, max_diff: float) -> Any:
         f"{figures['outputs_differing']}/{figures['outputs']} outputs differ"
     )
     return GateResult(
-        record.label, record.device, "ARM vs x86 max |diff|", measured, max_diff,
-        measured <= max_diff, detail,
+        record.label,
+        record.device,
+        "ARM vs x86 max |diff|",
+        measured,
+        max_diff,
+        measured <= max_diff,
+        detail,
     )

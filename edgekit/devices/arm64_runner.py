@@ -115,7 +115,38 @@ class OnnxRunner:
         return np.asarray(raw[0], dtype=np.float32)
 
 
-RUNNERS = {"tflite": TfliteRunner, "onnx": OnnxRunner}
+class PteRunner:
+    """ExecuTorch .pte through executorch-numpy-runtime (ExecuTorch's C++ core with XNNPACK,
+    torch-free), staged as ``targets/executorch.py`` stages: NCHW in the manifest's dtype."""
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        import executorch_numpy_runtime as etnr
+
+        program = etnr.Runtime.get().load_program(request["artifact"])
+        self._method = program.load_method("forward")
+        self._dtype = np.dtype(request["input_spec"].get("dtype", "float32"))
+        info = etnr.runtime_info()
+        self.info = {
+            "runtime": (
+                f"executorch-numpy-runtime {_version('executorch-numpy-runtime')} "
+                f"(ExecuTorch {info['executorch_version']} runtime)"
+            ),
+            "backends": list(info["backends"]),
+            "kernels": "XNNPACK + portable",
+            "threads": request["threads"],
+        }
+
+    def stage(self, sample: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(sample, dtype=self._dtype)
+
+    def invoke(self, staged: np.ndarray) -> Any:
+        return self._method([staged])[0]
+
+    def output(self, raw: Any) -> np.ndarray:
+        return np.asarray(raw, dtype=np.float32).copy()
+
+
+RUNNERS = {"tflite": TfliteRunner, "onnx": OnnxRunner, "pte": PteRunner}
 
 
 def _version(package: str) -> str:
@@ -124,16 +155,20 @@ def _version(package: str) -> str:
     return version(package)
 
 
-def _cpu() -> str:
-    """What the (emulated) /proc/cpuinfo says: QEMU >= 10 synthesises it from QEMU_CPU."""
+def _cpu() -> dict[str, str]:
+    """What the (emulated) /proc/cpuinfo says: QEMU >= 10 synthesises it from QEMU_CPU (the
+    part number is the core's MIDR part: 0xd0b Cortex-A76, 0xd03 A53, 0xd0c Neoverse N1...)."""
+    facts = {}
     try:
         with open("/proc/cpuinfo") as handle:
             for line in handle:
-                if line.startswith(("CPU part", "model name")):
-                    return line.split(":", 1)[1].strip()
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("CPU part", "Features", "model name") and key not in facts:
+                    facts[key] = value.strip()
     except OSError:
         pass
-    return "?"
+    return {"cpu_part": facts.get("CPU part", "?"), "cpu_features": facts.get("Features", "?")}
 
 
 def predict(runner: Any, request: dict[str, Any]) -> dict[str, Any]:
@@ -175,6 +210,10 @@ def bench(runner: Any, request: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     with open(sys.argv[1]) as handle:
         request = json.load(handle)
+    if request.get("crash_for_test") == "segfault":  # lets the tests prove isolation
+        import ctypes
+
+        ctypes.string_at(0)
     try:
         started = time.perf_counter()
         runner = RUNNERS[request["kind"]](request)
@@ -184,7 +223,7 @@ def main() -> None:
         result["runtime"] = dict(
             runner.info,
             machine=platform.machine(),
-            cpu=_cpu(),
+            **_cpu(),
             python=sys.version.split()[0],
             numpy=np.__version__,
         )

@@ -1,0 +1,268 @@
+"""The emulated ARM64 device: artifacts on the real aarch64 kernels under QEMU, against x86.
+
+Tests marked ``arm64`` need the device (``edgekit device setup arm64-emu``, ~300 MB) and skip
+without it; the others (QEMU version refusal, bad mirrors, unsupported files, crashes, staging)
+run everywhere. Emulation is CPU-heavy, so the device tests evaluate 100 samples."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+
+import numpy as np
+import pytest
+
+from edgekit.devices import arm64_emu
+from edgekit.devices.arm64_emu import (
+    LATENCY_LABEL,
+    PTE_REASON,
+    arm_vs_x86,
+    arm_x86_gate,
+    bench_arm64,
+    check_qemu_version,
+    choose_cpu,
+    evaluate_arm64,
+    load_device,
+    parse_cpu_models,
+    parse_qemu_version,
+    predict_arm64,
+    runner_kind,
+    setup_device,
+)
+from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
+
+SAMPLES = 100
+QEMU_10 = "qemu-aarch64 version 10.0.2 (Debian 1:10.0.2+ds-1~bpo12+1)\nCopyright (c) 2003-2025"
+QEMU_72 = "qemu-aarch64 version 7.2.19 (Debian 1:7.2+dfsg-7+deb12u16)\nCopyright (c) 2003-2022"
+CPU_HELP = "Available CPUs:\n  a64fx\n  cortex-a53\n  cortex-a76\n  max\n  neoverse-n1\n"
+
+
+def _device_ready() -> bool:
+    return arm64_emu.device_ready()
+
+
+needs_device = pytest.mark.skipif(
+    not _device_ready(),
+    reason="arm64-emu is not set up (run 'edgekit device setup arm64-emu', ~1.5 min, ~300 MB)",
+)
+
+
+# --- without the device ---------------------------------------------------------------------
+
+
+def test_qemu_version_is_parsed_and_old_qemu_refused():
+    assert parse_qemu_version(QEMU_10) == (10, 0, 2)
+    check_qemu_version(parse_qemu_version(QEMU_10))  # accepted
+    with pytest.raises(DeviceUnavailable) as caught:
+        check_qemu_version(parse_qemu_version(QEMU_72), "/usr/bin/qemu-aarch64-static")
+    message = str(caught.value)
+    assert "QEMU 7.2.19" in message and ">= 10" in message and "/proc/cpuinfo" in message
+    assert "\n" not in message
+    with pytest.raises(DeviceUnavailable, match="cannot read a QEMU version"):
+        parse_qemu_version("something else")
+
+
+def test_cpu_model_choice():
+    models = parse_cpu_models(CPU_HELP)
+    assert models == ["a64fx", "cortex-a53", "cortex-a76", "max", "neoverse-n1"]
+    assert choose_cpu(None, models) == "cortex-a76"  # phone-like by default
+    assert choose_cpu(None, ["cortex-a53", "neoverse-n1"]) == "neoverse-n1"
+    assert choose_cpu("cortex-a53", models) == "cortex-a53"
+    with pytest.raises(UserInputError, match="no CPU model 'cortex-x4'"):
+        choose_cpu("cortex-x4", models)
+
+
+def _fake_device(tmp_path, monkeypatch, version: str, facts: dict | None = None) -> None:
+    """A device directory whose qemu-aarch64 is a script: it reports ``version`` and kills
+    itself with SIGSEGV when asked to run anything, like an emulated runtime that crashes."""
+    monkeypatch.setenv("EDGEKIT_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "cache" / "arm64-emu"
+    root.mkdir(parents=True)
+    (root / "device.json").write_text(json.dumps(facts or {"default_cpu": "cortex-a76"}))
+    for stamp in (".done-sysroot-bookworm", ".done-site-bookworm"):
+        (root / stamp).write_text("")
+    qemu = tmp_path / "qemu-aarch64"
+    qemu.write_text(
+        "#!/bin/sh\n"
+        f'case "$1" in --version) echo "{version}";; '
+        f"-cpu) printf '{CPU_HELP.replace(chr(10), chr(92) + 'n')}';; "
+        "*) kill -SEGV $$;; esac\n"
+    )
+    qemu.chmod(qemu.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("EDGEKIT_QEMU_AARCH64", str(qemu))
+
+
+def test_not_set_up_and_missing_qemu(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGEKIT_CACHE", str(tmp_path))
+    monkeypatch.delenv("EDGEKIT_QEMU_AARCH64", raising=False)
+    with pytest.raises(DeviceUnavailable, match=r"not set up .*edgekit device setup arm64-emu"):
+        load_device()
+    (tmp_path / "arm64-emu").mkdir()
+    (tmp_path / "arm64-emu" / "device.json").write_text("{}")
+    with pytest.raises(DeviceUnavailable, match=r"userland .* is incomplete"):
+        load_device()  # an interrupted setup
+    for stamp in (".done-sysroot-bookworm", ".done-site-bookworm"):
+        (tmp_path / "arm64-emu" / stamp).write_text("")
+    with pytest.raises(DeviceUnavailable, match=r"QEMU not found at .*qemu-aarch64"):
+        load_device()
+
+
+def test_old_qemu_is_refused_at_run_time(tmp_path, monkeypatch):
+    _fake_device(tmp_path, monkeypatch, "qemu-aarch64 version 7.2.19 (Debian 1:7.2+dfsg-7)")
+    with pytest.raises(DeviceUnavailable, match=r"QEMU 7\.2\.19; edgekit needs QEMU >= 10"):
+        load_device()
+
+
+def test_unsupported_files_are_one_clear_line(tmp_path, monkeypatch, export_digits):
+    with pytest.raises(DeviceUnavailable, match=r"model\.bin: not supported on arm64-emu"):
+        runner_kind("model.bin")
+    # a .pte on a device set up without the ExecuTorch userland: a failed row with the reason
+    _fake_device(tmp_path, monkeypatch, QEMU_10)
+    record = bench_arm64(export_digits("executorch", "fp32"), threads=1)
+    assert record.status == "failed" and record.device == "arm64-emu"
+    assert record.error == PTE_REASON
+    with pytest.raises(
+        DeviceUnavailable,
+        match="not supported on arm64-emu without its optional ExecuTorch userland",
+    ):
+        predict_arm64(export_digits("executorch", "fp32").path, np.zeros((1, 1, 32, 32)))
+
+
+def test_crashing_emulated_process_is_a_failed_row(tmp_path, monkeypatch, export_digits):
+    _fake_device(tmp_path, monkeypatch, QEMU_10)
+    artifact = export_digits("tflite", "int8")
+    record = bench_arm64(artifact, threads=1)
+    assert record.status == "failed"
+    assert "crashed with SIGSEGV" in record.error
+    with pytest.raises(EdgekitError, match=r"on arm64-emu: .*crashed with SIGSEGV"):
+        predict_arm64(artifact.path, np.zeros((2, 1, 32, 32), np.float32))
+
+
+@pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs a Debian host (apt-get)")
+def test_setup_without_archive_access_fails_with_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGEKIT_CACHE", str(tmp_path))
+    monkeypatch.setenv("EDGEKIT_DEBIAN_MIRROR", "http://127.0.0.1:9/debian")  # nothing listens
+    lines = []
+    with pytest.raises(DeviceUnavailable) as caught:
+        setup_device(progress=lines.append)
+    message = str(caught.value)
+    assert "apt-get update" in message and "127.0.0.1:9" in message and "\n" not in message
+    assert lines and lines[0].startswith("qemu: apt-get update")  # progress was reported
+    assert not (tmp_path / "arm64-emu" / "device.json").exists()
+
+
+@pytest.mark.parametrize(("target", "recipe"), [("tflite", "int8"), ("onnx", "fp32")])
+def test_runner_stages_exactly_as_the_host_sessions(export_digits, digits_data, target, recipe):
+    """The runner that runs under emulation, run on the host, gives the host sessions' outputs
+    bit for bit: layout, int8 quantization and dequantization cannot drift from targets/."""
+    from edgekit.bench import predict_in_child
+
+    artifact = export_digits(target, recipe)
+    x = digits_data.evaluation.x[:20]
+    runner, info = predict_arm64(artifact.path, x, emulated=False)
+    session, _ = predict_in_child(artifact.path, x, "cpu")
+    assert info["cpu_model"] == "host"
+    np.testing.assert_array_equal(runner, session)
+
+
+def test_arm_vs_x86_figures_and_gate_catch_a_difference():
+    rng = np.random.default_rng(0)
+    x86 = rng.standard_normal((50, 10)).astype(np.float32)
+    same = arm_vs_x86(x86.copy(), x86)
+    assert same["max_abs_diff"] == 0.0 and same["argmax_agreement"] == 1.0
+    arm = x86.copy()
+    arm[3, x86[3].argmin()] += 100.0  # flips one prediction
+    figures = arm_vs_x86(arm, x86)
+    assert figures["max_abs_diff"] == pytest.approx(100.0)
+    assert figures["argmax_agreement"] == pytest.approx(49 / 50)
+    assert figures["outputs_differing"] == 1
+
+
+# --- on the emulated device -----------------------------------------------------------------
+
+
+@pytest.mark.arm64
+@needs_device
+@pytest.mark.parametrize(
+    ("target", "recipe", "bound"),
+    [
+        # measured (cortex-a76, 200 samples): tflite fp32 3.3e-6, int8 0 (bit-exact),
+        # onnx fp32 9.5e-7, int8 0
+        ("tflite", "fp32", 1e-4),
+        ("tflite", "int8", 0.0),
+        ("onnx", "fp32", 1e-4),
+        ("onnx", "int8", 0.0),
+    ],
+)
+def test_arm_kernels_match_x86(export_digits, target, recipe, bound):
+    artifact = export_digits(target, recipe)
+    record = evaluate_arm64(artifact.path, limit=SAMPLES)
+    figures = record.arm_vs_x86
+    assert record.device == "arm64-emu" and record.samples == SAMPLES
+    assert record.emulation["cpu_model"] == "cortex-a76"
+    assert figures["max_abs_diff"] <= bound, figures
+    assert figures["argmax_agreement"] == 1.0
+    assert record.top1 >= record.baseline_top1 - 0.02  # accuracy on ARM, against the baseline
+    assert arm_x86_gate(record, bound).passed
+    assert record.to_dict()["arm_vs_x86"]["reference"].startswith("host x86")
+
+
+@pytest.mark.arm64
+@needs_device
+def test_builtin_int8_kernels_differ_between_arm_and_x86(export_digits):
+    """Without XNNPACK, LiteRT's builtin int8 kernels round differently on aarch64: measured
+    up to 4 output quantization steps (0.30) on most outputs, predictions nearly all equal.
+    Phones run this path when XNNPACK is off; the emulated device is what catches it."""
+    artifact = export_digits("tflite", "int8")
+    record = evaluate_arm64(artifact.path, xnnpack=False, limit=SAMPLES)
+    figures = record.arm_vs_x86
+    assert record.label.endswith("-builtin") and record.emulation["xnnpack"] is False
+    assert 0.0 < figures["max_abs_diff"] < 1.0, figures
+    assert figures["argmax_agreement"] >= 0.97
+    assert not arm_x86_gate(record, 1e-6).passed
+
+
+@pytest.mark.arm64
+@needs_device
+def test_a_perturbed_reference_is_caught(export_digits, digits_data):
+    artifact = export_digits("tflite", "int8")
+    x = digits_data.evaluation.x[:SAMPLES]
+    x86, _ = arm64_emu.x86_reference(artifact.path, x)
+    perturbed = x86.copy()
+    perturbed[7, 2] += 0.05  # less than one int8 output step
+    record = evaluate_arm64(artifact.path, limit=SAMPLES, x86=perturbed)
+    assert record.arm_vs_x86["max_abs_diff"] == pytest.approx(0.05, abs=1e-6)
+    assert record.arm_vs_x86["outputs_differing"] == 1
+    gate = arm_x86_gate(record, 1e-6)
+    assert not gate.passed and "1/1000 outputs differ" in gate.detail
+
+
+@pytest.mark.arm64
+@needs_device
+def test_emulated_latency_is_labelled_and_a_crash_does_not_stop_the_rest(export_digits):
+    from edgekit.bench import Protocol
+
+    artifact = export_digits("tflite", "int8")
+    protocol = Protocol(warmup=2, min_runs=10, min_seconds=0.1, max_seconds=10)
+    crashed = bench_arm64(artifact, 1, protocol, crash_for_test="segfault")
+    assert crashed.status == "failed" and "crashed with SIGSEGV" in crashed.error
+    record = bench_arm64(artifact, 1, protocol, cpu="cortex-a53")
+    assert record.status == "ok", record.error
+    assert record.device == "arm64-emu" and record.stats["count"] >= 10
+    assert LATENCY_LABEL in record.warnings and record.runtime["emulated"] is True
+    assert record.runtime["cpu_model"] == "cortex-a53" and record.runtime["cpu_part"] == "0xd03"
+    assert record.runtime["machine"] == "aarch64"
+
+
+@pytest.mark.arm64
+@needs_device
+@pytest.mark.parametrize("recipe", ["fp32", "int8"])
+def test_pte_on_arm(export_digits, recipe):
+    if not load_device().facts.get("pte"):
+        pytest.skip("arm64-emu was set up without --with-pte")
+    record = evaluate_arm64(export_digits("executorch", recipe).path, limit=SAMPLES)
+    # measured (cortex-a76, 200 samples): fp32 2.9e-6, int8 0 (bit-exact)
+    assert record.arm_vs_x86["max_abs_diff"] <= (0.0 if recipe == "int8" else 1e-4)
+    assert record.arm_vs_x86["argmax_agreement"] == 1.0
+    assert "ExecuTorch 1.3.1 runtime" in record.emulation["runtime"]
