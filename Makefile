@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.edgekit-installed
 
-.PHONY: demo test lint format clean
+.PHONY: demo test install format clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -11,6 +11,8 @@ $(STAMP): pyproject.toml requirements.lock
 	$(VENV)/bin/pip install --quiet -c requirements.lock -e '.[dev]'
 	$(VENV)/bin/pip check
 	touch $(STAMP)
+
+install: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/edgekit eval
