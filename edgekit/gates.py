@@ -5,7 +5,7 @@ only when the data say the drop may exceed the bound, not on one unlucky image."
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from edgekit.accuracy import AccuracyRecord
@@ -103,7 +103,11 @@ def run_accuracy_gates(
         accuracy = row.get("accuracy")
         if row["kind"] != "artifact" or not accuracy:
             continue
-        record = AccuracyRecord(**{**accuracy, "drop_ci": tuple(accuracy["drop_ci"])})
+        known = {f.name for f in fields(AccuracyRecord)}  # device records may carry more
+        record = AccuracyRecord(
+            **{k: v for k, v in accuracy.items() if k in known and k != "drop_ci"},
+            drop_ci=tuple(accuracy["drop_ci"]),
+        )
         record.label = row_label(row)
         gates += accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)
     return gates

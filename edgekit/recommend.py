@@ -33,6 +33,7 @@ def measured(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for row in rows
         if row["kind"] == "artifact"
         and row["status"] == "ok"
+        and row.get("device") != "arm64-emu"  # emulated latency is never compared
         and row.get("latency", {}).get("p50_ms") is not None
         and row.get("accuracy")
     ]
@@ -91,6 +92,8 @@ def recommend(rows: list[dict[str, Any]], max_drop: float = 1.0) -> Recommendati
             reasons.append((label, f"{row['status']}: {row.get('error')}"))
         elif not row.get("accuracy"):
             reasons.append((label, "no accuracy figure"))
+        elif row.get("device") == "arm64-emu":
+            reasons.append((label, "emulated ARM64: numerics only, its latency is not a phone's"))
         elif software_gpu(row):
             reasons.append((label, "software Vulkan: its latency is not a GPU's"))
         elif row.get("disturbed"):

@@ -61,6 +61,14 @@ def table_rows(results: dict[str, Any]) -> list[list[str]]:
             notes.append(f"{row['status']}: {row.get('error')}")
         if software_gpu(row):
             notes.append("software Vulkan, not a GPU speed")
+        if row.get("device") == "arm64-emu":
+            notes.append("emulated latency, not a phone's speed")
+            versus = accuracy.get("arm_vs_x86") or {}
+            if versus:
+                notes.append(
+                    f"ARM vs x86: max |diff| {versus['max_abs_diff']:.3g}, argmax agreement "
+                    f"{versus['argmax_agreement']:.4f}"
+                )
         if row.get("disturbed"):
             notes.append("DISTURBED")
         if row["kind"] == "baseline":
