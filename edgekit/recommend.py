@@ -88,6 +88,8 @@ def recommend(rows: list[dict[str, Any]], max_drop: float = 1.0) -> Recommendati
         if row["kind"] != "artifact":
             continue
         label = row_label(row)
+        if row["status"] == "unavailable":
+            continue  # a device this machine does not have: listed once, in its own section
         if row["status"] != "ok":
             reasons.append((label, f"{row['status']}: {row.get('error')}"))
         elif not row.get("accuracy"):

@@ -50,9 +50,28 @@ def _fmt(value: float | None, pattern: str) -> str:
     return "" if value is None else pattern.format(value)
 
 
+def unavailable(results: dict[str, Any]) -> list[str]:
+    """One line per (target, device) this machine could not run, with the runtime's reason."""
+    grouped: dict[tuple[str, str], tuple[list[str], str]] = {}
+    for row in results["rows"]:
+        if row["status"] != "unavailable":
+            continue
+        reason = str(row.get("error", ""))
+        marker = f" on {row.get('device')}: "
+        reason = reason.split(marker, 1)[1] if marker in reason else reason
+        recipes, _ = grouped.setdefault((row["target"], str(row.get("device"))), ([], reason))
+        recipes.append(row["recipe"])
+    return [
+        f"{target} on {device} ({', '.join(dict.fromkeys(recipes))}): {reason}"
+        for (target, device), (recipes, reason) in grouped.items()
+    ]
+
+
 def table_rows(results: dict[str, Any]) -> list[list[str]]:
     rows = []
     for row in results["rows"]:
+        if row["status"] == "unavailable":
+            continue
         latency = row.get("latency") or {}
         accuracy = row.get("accuracy") or {}
         coverage = row.get("coverage") or {}
@@ -243,6 +262,9 @@ def build_report(run_dir: str | Path) -> dict[str, Path]:
     md += ["", "## Results", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     md += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
     md += ["", "Pareto front (latency against drop): " + ", ".join(row_label(r) for r in front), ""]
+    missing = unavailable(results)
+    if missing:
+        md += ["## Not available on this machine", "", *[f"- {line}" for line in missing], ""]
     for name, path in plots.items():
         md.append(f"![{name}](plots/{path.name})")
     write_bytes_atomic(run_dir / "report.md", ("\n".join(md) + "\n").encode())
@@ -260,12 +282,19 @@ def build_report(run_dir: str | Path) -> dict[str, Path]:
         f"<li>{html.escape(label)}: {html.escape(why)}</li>" for label, why in advice.reasons
     )
     intro_items = "".join(f"<li>{html.escape(line)}</li>" for line in intro)
+    missing_html = (
+        "<h2>Not available on this machine</h2><ul>"
+        + "".join(f"<li>{html.escape(line)}</li>" for line in missing)
+        + "</ul>"
+        if missing
+        else ""
+    )
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:13px}}
 td,th{{border:1px solid #ccc;padding:3px 6px}}th{{background:#eee}}img{{max-width:900px}}</style>
 </head><body><h1>{html.escape(title)}</h1><ul>{intro_items}</ul>
 <h2>Recommendation</h2><p><b>{html.escape(advice.summary)}</b> (budget: {budget:g} points)</p>
-<ul>{reasons}</ul><h2>Results</h2><table><tr>{cells}</tr>{body}</table>
+<ul>{reasons}</ul><h2>Results</h2><table><tr>{cells}</tr>{body}</table>{missing_html}
 <h2>Plots</h2>{images}</body></html>"""
     write_bytes_atomic(run_dir / "report.html", page.encode())
     summary = {
@@ -274,6 +303,7 @@ td,th{{border:1px solid #ccc;padding:3px 6px}}th{{background:#eee}}img{{max-widt
         "recommendation_summary": advice.summary,
         "reasons": [{"row": label, "why": why} for label, why in advice.reasons],
         "pareto_front": [row_label(r) for r in front],
+        "not_available": missing,
         "table": {"columns": list(COLUMNS), "rows": rows},
     }
     write_json_atomic(run_dir / "report.json", summary)
