@@ -30,8 +30,9 @@ zoo_app = typer.Typer(help="The built-in models: list, train, show.", no_args_is
 app.add_typer(zoo_app, name="zoo")
 device_app = typer.Typer(help="Emulated devices: set one up.", no_args_is_help=True)
 app.add_typer(device_app, name="device")
-console = Console()
-err_console = Console(stderr=True)
+# piped output (CI logs, files) gets wide tables instead of rich's 80-column default
+console = Console() if sys.stdout.isatty() else Console(width=180)
+err_console = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=180)
 
 ModelOption = Annotated[
     str, typer.Option("--model", "-m", help="zoo name, module:factory, .pt2 or .keras")
