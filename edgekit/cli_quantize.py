@@ -26,8 +26,9 @@ def quantize_debug(
     target: Annotated[
         str | None,
         typer.Option(
-            "--target", "-t", help="cross-check on this target's own quantizer: onnx, tflite, "
-            "executorch",
+            "--target",
+            "-t",
+            help="cross-check on this target's own quantizer: onnx, tflite, executorch",
         ),
     ] = None,
     samples: Annotated[
@@ -46,9 +47,8 @@ def quantize_debug(
     from edgekit.data import load_dataset
     from edgekit.models import load_model
     from edgekit.quantize.calibration import sample_calibration
-    from edgekit.quantize.debug import analyze
+    from edgekit.quantize.debug import analyze, table
     from edgekit.quantize.debug import plot as draw
-    from edgekit.quantize.debug import table
 
     source = load_model(model, quiet=as_json)
     dataset = load_dataset(data, source.preprocess)

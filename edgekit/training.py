@@ -135,4 +135,3 @@ def _shift(batch: object, max_shift: int, generator: object, fill: float) -> obj
             for i, (dy, dx) in enumerate(offsets)
         ]
     )
-

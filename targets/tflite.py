@@ -15,6 +15,13 @@ How each recipe is made (litert-torch 0.10.0, ai-edge-quantizer 0.10.0, tensorfl
   exactly the boundary tf.lite gives a full-integer model with float I/O; XNNPACK delegates both.
   ai-edge-quantizer's ``static_wi8_ai8`` on the fp32 .tflite was tried instead: it also gives int8
   I/O, and 7 dB less output SQNR on digits-mobilenet (18 vs 26 dB).
+- ``int8`` with ``keep_float`` (torch): litert-torch's converter re-quantizes an op the PT2E
+  graph left float (and its PT2EQuantizer's module-name filter never matches in torch 2.13), so
+  the fp32 .tflite goes through ai-edge-quantizer ``static_wi8_ai8`` with one ``NO_QUANTIZE``
+  entry per kept module, matched on the op scope litert-torch writes (:func:`module_regex`),
+  then gets float I/O as above. The written file is checked: every op of a kept module must read
+  float activations, and an unknown module path is an error (a regex that matches nothing
+  raises nothing in ai-edge-quantizer). ``details["float_ops"]`` lists what stayed float.
 - ``int8-dynamic`` (torch): ai-edge-quantizer ``recipe.dynamic_wi8_afp32()`` on the fp32 file.
   XNNPACK runs the dynamically quantized CONV_2D/FULLY_CONNECTED, but not DEPTHWISE_CONV_2D with
   int8 weights: those stay on the builtin hybrid kernels (coverage lists them as fallback).
@@ -149,6 +156,8 @@ def _quiet_python() -> Iterator[None]:
             warnings.filterwarnings("ignore", category=FutureWarning)
             warnings.filterwarnings("ignore", message=".*LeafSpec.*")
             warnings.filterwarnings("ignore", message=".*torch.ao.quantization.*")
+            # ai-edge-quantizer's calibration keeps every tensor on purpose
+            warnings.filterwarnings("ignore", message=".*experimental_preserve_all_tensors.*")
             yield
     finally:
         if previous is None:
@@ -247,15 +256,22 @@ def add_float_io(source: Path, destination: Path) -> None:
         return len(graph.tensors) - 1
 
     old_input, old_output = graph.inputs[0], graph.outputs[0]
-    new_input = float_tensor(graph.tensors[old_input], "input_float32")
-    new_output = float_tensor(graph.tensors[old_output], "output_float32")
-    quantize = schema.OperatorT()
-    quantize.opcodeIndex = opcode(schema.BuiltinOperator.QUANTIZE, 2)
-    quantize.inputs, quantize.outputs = [new_input], [old_input]
-    dequantize = schema.OperatorT()
-    dequantize.opcodeIndex = opcode(schema.BuiltinOperator.DEQUANTIZE, 2)
-    dequantize.inputs, dequantize.outputs = [old_output], [new_output]
-    graph.operators = [quantize, *graph.operators, dequantize]
+    new_input, new_output = old_input, old_output
+    front, back = [], []
+    # a side that is float already (a float island at the boundary, keep_float) stays as it is
+    if graph.tensors[old_input].type != schema.TensorType.FLOAT32:
+        new_input = float_tensor(graph.tensors[old_input], "input_float32")
+        quantize = schema.OperatorT()
+        quantize.opcodeIndex = opcode(schema.BuiltinOperator.QUANTIZE, 2)
+        quantize.inputs, quantize.outputs = [new_input], [old_input]
+        front.append(quantize)
+    if graph.tensors[old_output].type != schema.TensorType.FLOAT32:
+        new_output = float_tensor(graph.tensors[old_output], "output_float32")
+        dequantize = schema.OperatorT()
+        dequantize.opcodeIndex = opcode(schema.BuiltinOperator.DEQUANTIZE, 2)
+        dequantize.inputs, dequantize.outputs = [old_output], [new_output]
+        back.append(dequantize)
+    graph.operators = [*front, *graph.operators, *back]
     graph.inputs, graph.outputs = [new_input], [new_output]
     for signature in model.signatureDefs or []:
         for entry in signature.inputs or []:
@@ -596,6 +612,8 @@ class _TorchExporter:
             "quantizer": None,
         }
         float_file = self.scratch / "fp32.tflite"
+        if request.recipe == "int8" and request.keep_float:
+            return self._int8_keep_float(module, example, to_layout, layout, details)
         if request.recipe == "int8":
             from litert_torch.quantize.pt2e_quantizer import (
                 PT2EQuantizer,
@@ -640,6 +658,199 @@ class _TorchExporter:
             result = self.scratch / "quantized.tflite"
             details["quantizer"] = _aeq_quantize(float_file, result, request.recipe)
         return _Artifact(result, layout, details)
+
+    def _int8_keep_float(
+        self, module: Any, example: np.ndarray, to_layout: Any, layout: str, details: dict
+    ) -> _Artifact:
+        """int8 with float islands: ai-edge-quantizer ``static_wi8_ai8`` on the fp32 file with
+        one ``NO_QUANTIZE`` entry per kept module. (litert-torch's PT2E path cannot do it: its
+        converter re-quantizes an op the PT2E graph left float.)"""
+        import litert_torch
+        import torch
+
+        request = self.request
+        float_file = self.scratch / "fp32.tflite"
+        with torch.no_grad():
+            litert_torch.convert(module, (torch.from_numpy(example),)).export(str(float_file))
+        output_module = _output_module(request.source.module, request.source.example_input())
+        integer_file = self.scratch / "int8_io.tflite"
+        kept = _aeq_static_keep_float(
+            float_file,
+            integer_file,
+            to_layout(request.calibration),
+            request.keep_float,
+            output_module,
+        )
+        details["quantizer"] = (
+            f"ai-edge-quantizer {_version('ai-edge-quantizer')} static_wi8_ai8 (per-channel int8 "
+            f"weights, int8 activations, {len(request.calibration)} calibration samples) with "
+            f"NO_QUANTIZE for {', '.join(request.keep_float)}"
+        )
+        details["keep_float"] = list(request.keep_float)
+        details["float_ops"] = kept
+        result = self.scratch / "keep_float.tflite"
+        if request.io_dtype == "int8":
+            if not _integer_io(integer_file):
+                raise UnsupportedExport(
+                    f"tflite int8: int8 input/output is not possible when keeping "
+                    f"{', '.join(request.keep_float)} float: a model boundary stays float32"
+                )
+            details["float_io"] = "none: int8 input and output"
+            return _Artifact(integer_file, layout, details)
+        add_float_io(integer_file, result)
+        details["float_io"] = "QUANTIZE/DEQUANTIZE ops added at the boundary"
+        return _Artifact(result, layout, details)
+
+
+def module_regex(path: str) -> str:
+    """A regex for ai-edge-quantizer's op scope (the op's output tensor names + ``;``) that
+    matches the ops litert-torch made from torch module ``path`` or its children.
+
+    litert-torch names a tensor ``Root/Cls_a/Cls_b/Cls_leaf;N``; a fused op joins the names of
+    the ops it absorbed with ``;;`` (activation first, the conv last, sometimes a neighbour's
+    activation in between), so only the last name decides. The root may be the channel-last
+    wrapper plus ``Cls_wrapped``. A wrong regex matches nothing and raises nothing, which is why
+    :func:`_aeq_static_keep_float` checks every kept module matched an op.
+    """
+    segments = "/".join(r"[^/;]*_" + re.escape(part) for part in path.split("."))
+    return r"(^|;;)[^;/]*(/[^;/]*_wrapped)?/" + segments + r"(/[^;]*)?;\d*;$"
+
+
+def _output_module(module: Any, example: np.ndarray) -> str | None:
+    """The torch module path of the op that produces the model's output: litert-torch names
+    that tensor after the signature (``serving_default_output_0``), not after the module."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = torch.export.export(module.eval(), (torch.from_numpy(example),)).graph
+    output = next(node for node in graph.nodes if node.op == "output")
+    producer = output.args[0][0] if isinstance(output.args[0], (list, tuple)) else output.args[0]
+    stack = producer.meta.get("nn_module_stack") or {}
+    return list(stack.values())[-1][0] if stack else None
+
+
+def _op_scopes(path: Path) -> list[tuple[str, str, tuple[str, ...], bool]]:
+    """(op name, ai-edge-quantizer scope, input dtypes, produces a graph output) per op."""
+    from ai_edge_litert import schema_py_generated as schema
+    from ai_edge_litert.tools import flatbuffer_utils
+
+    model = flatbuffer_utils.read_model(str(path))
+    graph = model.subgraphs[0]
+    op_names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    type_names = {v: k.lower() for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
+    outputs = set(graph.outputs)
+    scopes = []
+    for op in graph.operators:
+        code = model.operatorCodes[op.opcodeIndex]
+        name = op_names.get(max(code.builtinCode, code.deprecatedBuiltinCode), "?")
+        names = [graph.tensors[i].name.decode() for i in op.outputs if i >= 0]
+        dtypes = tuple(type_names.get(graph.tensors[i].type, "?") for i in op.inputs if i >= 0)
+        scope = ";".join(names) + (";" if names else "")
+        scopes.append((name, scope, dtypes, any(i in outputs for i in op.outputs)))
+    return scopes
+
+
+def _keep_patterns(
+    float_file: Path, keep_float: tuple[str, ...], output_module: str | None
+) -> dict[str, str]:
+    """keep path -> regex, checked against the fp32 file: every path must name some op."""
+    scopes = _op_scopes(float_file)
+    patterns = {}
+    for keep in keep_float:
+        pattern = module_regex(keep)
+        if not any(re.search(pattern, scope) for _, scope, _, _ in scopes):
+            owns_output = output_module is not None and (
+                output_module == keep or output_module.startswith(keep + ".")
+            )
+            producers = [scope for _, scope, _, is_output in scopes if is_output]
+            if not owns_output or len(producers) != 1:
+                raise UserInputError(
+                    f"tflite int8: no op of the converted model comes from module '{keep}' "
+                    "(keep_float takes torch module paths such as block2.dw)"
+                )
+            pattern = "^" + re.escape(producers[0]) + "$"
+        patterns[keep] = pattern
+    return patterns
+
+
+def _aeq_static_keep_float(
+    float_file: Path,
+    destination: Path,
+    calibration: np.ndarray,
+    keep_float: tuple[str, ...],
+    output_module: str | None,
+) -> dict[str, list[str]]:
+    """Static int8 of ``float_file`` except the ops of ``keep_float``; returns, per kept path,
+    the float ops found in the result (UnsupportedExport when one is still quantized)."""
+    from ai_edge_quantizer import qtyping
+    from ai_edge_quantizer import quantizer as aeq
+    from ai_edge_quantizer import recipe as recipes
+    from ai_edge_quantizer.algorithm_manager import AlgorithmName
+
+    patterns = _keep_patterns(float_file, keep_float, output_module)
+    quantizer = aeq.Quantizer(str(float_file))
+    quantizer.load_quantization_recipe(recipes.static_wi8_ai8())
+    for pattern in patterns.values():
+        quantizer.update_quantization_recipe(
+            regex=pattern,
+            operation_name=qtyping.TFLOperationName.ALL_SUPPORTED,
+            algorithm_key=AlgorithmName.NO_QUANTIZE,
+        )
+    signature, input_name = _signature_input(float_file)
+    feed = [{input_name: np.ascontiguousarray(sample[None])} for sample in calibration]
+    with _no_progress_bars():
+        calibrated = quantizer.calibrate({signature: feed})
+        result = quantizer.quantize(calibrated, enable_progress_report=False)
+    destination.write_bytes(bytes(result.quantized_model))
+    return _verify_float_ops(destination, patterns)
+
+
+def _verify_float_ops(path: Path, patterns: dict[str, str]) -> dict[str, list[str]]:
+    """Never report an exclusion that did not happen: every op a kept module made must read
+    float activations in the written file."""
+    scopes = _op_scopes(path)
+    found: dict[str, list[str]] = {}
+    for keep, pattern in patterns.items():
+        ops = [(name, dtypes) for name, scope, dtypes, _ in scopes if re.search(pattern, scope)]
+        quantized = [name for name, dtypes in ops if dtypes and dtypes[0] in INTEGER_TYPES]
+        if not ops or quantized:
+            raise UnsupportedExport(
+                f"tflite int8: keeping '{keep}' float did not happen: "
+                + (f"{', '.join(quantized)} still int8" if ops else "no op left in the file")
+            )
+        found[keep] = [name for name, _ in ops]
+    return found
+
+
+def _signature_input(path: Path) -> tuple[str, str]:
+    interpreter = make_interpreter(path, xnnpack=False)
+    signatures = interpreter.get_signature_list()
+    name = next(iter(signatures))
+    return name, signatures[name]["inputs"][0]
+
+
+def _integer_io(path: Path) -> bool:
+    interpreter = make_interpreter(path, xnnpack=False)
+    details = interpreter.get_input_details() + interpreter.get_output_details()
+    return all(np.dtype(detail["dtype"]).name in INTEGER_TYPES for detail in details)
+
+
+@contextlib.contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """ai-edge-quantizer's calibration draws a tqdm bar on stderr for models over 100 ops."""
+    from ai_edge_quantizer.utils import progress_utils
+
+    original = progress_utils.tqdm.tqdm
+
+    def silent(*args: Any, **kwargs: Any) -> Any:
+        return original(*args, **{**kwargs, "disable": True})
+
+    progress_utils.tqdm.tqdm = silent
+    try:
+        yield
+    finally:
+        progress_utils.tqdm.tqdm = original
 
 
 class _KerasExporter:
@@ -758,11 +969,15 @@ class TFLiteTarget(Target):
             raise UnsupportedExport(reason)
         if request.recipe == "int8" and request.calibration is None:
             raise UserInputError("tflite int8: static quantization needs calibration data")
-        if request.keep_float and request.recipe == "int8":
+        if request.keep_float and request.recipe == "int8" and request.source.framework != "torch":
             raise UnsupportedExport(
-                f"tflite int8: keeping {', '.join(request.keep_float)} in float is not supported: "
-                "the litert-torch/tf.lite converters re-quantize a float op left between "
-                "dequantize and quantize"
+                f"tflite int8: keeping {', '.join(request.keep_float)} in float needs a torch "
+                "source (layers are named by torch module path); tf.lite re-quantizes a float op "
+                "left between dequantize and quantize"
+            )
+        if request.keep_float and request.recipe != "int8":
+            raise UnsupportedExport(
+                f"tflite {request.recipe}: keep_float applies to the int8 recipe only"
             )
         output = Path(request.output)
         output.parent.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,9 @@ def export_digits(digits_model, digits_data, tmp_path_factory):
     def export(target: str, recipe: str, io: str = "float32"):
         key = (target, recipe, io)
         if key not in cache:
-            result = export_artifact(digits_model, digits_data, target, recipe, out_dir, io_dtype=io)
+            result = export_artifact(
+                digits_model, digits_data, target, recipe, out_dir, io_dtype=io
+            )
             cache[key] = result.artifact
         return cache[key]
 

@@ -15,7 +15,7 @@ from cli_helpers import run_cli
 from edgekit.errors import UserInputError
 from edgekit.history import compare_runs, list_runs, record_run, resolve_run
 from edgekit.recommend import pareto_front, recommend, row_label
-from edgekit.report import build_report, load_results
+from edgekit.report import load_results
 from edgekit.runner import RESULTS_SCHEMA_VERSION, RunConfig
 
 RECORDED = Path(__file__).parent / "data" / "results_recorded.json"

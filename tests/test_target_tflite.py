@@ -142,6 +142,33 @@ def test_int8_has_float_io_and_runs_all_compute_in_int8(target, artifacts, refer
     assert "float compute ops" not in coverage.summary
 
 
+def test_int8_keep_float_leaves_that_module_float(
+    target, digits_model, calibration, reference, tmp_path
+):
+    # litert-torch's converter re-quantizes a float op left in a PT2E graph, so keep_float goes
+    # through ai-edge-quantizer on the fp32 file with NO_QUANTIZE for the module's ops
+    path, manifest, info = export(
+        target, digits_model, "int8", tmp_path, calibration.x, keep_float=("block2.dw",)
+    )
+    assert "NO_QUANTIZE for block2.dw" in info.details["quantizer"]
+    assert info.details["float_ops"] == {"block2.dw": ["PAD", "DEPTHWISE_CONV_2D"]}
+    assert info.input.dtype == "float32" and info.output.dtype == "float32"
+    ops = graph_ops(path)
+    depthwise = [op for op in ops if op.name == "DEPTHWISE_CONV_2D"]
+    assert [op.inputs[0] for op in depthwise].count("float32") == 1  # block2.dw, nothing else
+    assert ops[0].name == "QUANTIZE" and ops[-1].name == "DEQUANTIZE"
+
+    metrics, _ = measure(target, path, manifest, reference)
+    # measured 18.1 dB and 99.7 % agreement (ai-edge-quantizer's static recipe is ~8 dB below
+    # litert-torch's PT2E int8 on this model, with or without the float island)
+    assert metrics["sqnr_db"] >= 14 and metrics["top1_agreement"] >= 0.96
+
+    coverage = target.coverage(path, manifest)
+    assert coverage.fast_ops == coverage.total_ops  # the float island stays in XNNPACK
+    assert coverage.int8_ops == coverage.compute_ops - 1
+    assert "float compute ops: DEPTHWISE_CONV_2D x1" in coverage.summary
+
+
 def test_int8_with_int8_io_quantizes_in_stage(target, artifacts, reference):
     path, manifest, info = artifacts("int8", "int8")
     assert info.input.dtype == "int8" and info.output.dtype == "int8"
@@ -225,10 +252,16 @@ def test_unsupported_combinations_say_why(target, digits_model, calibration, tmp
     assert target.unsupported_reason("int8", digits_model, io_dtype="int8") is None
     with pytest.raises(UnsupportedExport, match="tflite int8-dynamic: int8 input/output"):
         target.export(ExportRequest(digits_model, "int8-dynamic", tmp_path / "a", io_dtype="int8"))
-    with pytest.raises(UnsupportedExport, match=r"keeping block2\.dw in float"):
+    with pytest.raises(UnsupportedExport, match="keep_float applies to the int8 recipe only"):
+        target.export(
+            ExportRequest(digits_model, "int8-dynamic", tmp_path / "b", keep_float=("block2.dw",))
+        )
+    with pytest.raises(
+        UserInputError, match=r"no op of the converted model comes from module 'block2\.x'"
+    ):
         target.export(
             ExportRequest(
-                digits_model, "int8", tmp_path / "b", calibration.x, keep_float=("block2.dw",)
+                digits_model, "int8", tmp_path / "b", calibration.x, keep_float=("block2.x",)
             )
         )
     with pytest.raises(UserInputError, match="needs calibration"):
