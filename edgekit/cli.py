@@ -197,6 +197,19 @@ def export(
     io: Annotated[
         str, typer.Option("--io", help="float32, or int8 for a full-integer tflite")
     ] = "float32",
+    keep_float: Annotated[
+        str | None,
+        typer.Option("--keep-float", help="torch module paths to keep float: block6.project,head"),
+    ] = None,
+    max_drop: Annotated[
+        float | None,
+        typer.Option(
+            "--max-drop", help="int8: keep the most harmful layers float until the drop <= POINTS"
+        ),
+    ] = None,
+    max_steps: Annotated[
+        int, typer.Option("--max-steps", help="float islands --max-drop may add")
+    ] = 4,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Export (and quantize) a model, validate it against the source, write artifact + manifest."""
@@ -220,12 +233,22 @@ def export(
     targets = parse_targets(target)
     source = load_model(model, weights=weights, input_shape=_shape(input_shape))
     dataset = load_dataset(data, source.preprocess)
+    keep = tuple(part for part in _csv(keep_float or ""))
+    if max_drop is not None:
+        if [spec.name for spec in recipes] != ["int8"]:
+            raise EdgekitError("--max-drop needs --int8")
+        if keep:
+            raise EdgekitError("--max-drop chooses the float layers itself; drop --keep-float")
+        _export_accuracy_aware(
+            source, dataset, targets, max_drop, output, calibration_samples, max_steps, as_json
+        )
+        return
     results, failures = [], []
     for target_name in targets:
         for spec in recipes:
             try:
                 result = export_artifact(
-                    source, dataset, target_name, spec.name, output, calibration_samples, io
+                    source, dataset, target_name, spec.name, output, calibration_samples, io, keep
                 )
             except UnsupportedExport as exc:
                 if len(targets) * len(recipes) == 1:
@@ -254,6 +277,52 @@ def export(
     if failures and len(targets) > 1:
         done = sorted({r.artifact.target for r in results})
         err_console.print(f"[yellow]exported with: {', '.join(done)}[/]")
+
+
+def _export_accuracy_aware(
+    source: object,
+    dataset: object,
+    targets: list[str],
+    max_drop: float,
+    output: Path,
+    calibration_samples: int,
+    max_steps: int,
+    as_json: bool,
+) -> None:
+    from edgekit.quantize.accuracy_aware import export_accuracy_aware, precision_label
+
+    for target_name in targets:
+        aware = export_accuracy_aware(
+            source, dataset, target_name, max_drop, output, calibration_samples, max_steps=max_steps
+        )
+        manifest = aware.artifact.manifest
+        if as_json:
+            print(json.dumps({"path": str(aware.artifact.path), **manifest}, indent=2))
+            continue
+        table = Table(
+            "step",
+            "kept float",
+            "top-1",
+            "drop [95% CI]",
+            "int8 ops",
+            "p50 ms",
+            title=f"{target_name}: int8 within {max_drop:g} points",
+        )
+        for step in aware.steps:
+            low, high = step.drop_ci
+            table.add_row(
+                str(step.step),
+                ", ".join(step.keep_float) or "-",
+                f"{100 * step.top1:.2f} %",
+                f"{step.drop_points:+.2f} [{low:+.2f}, {high:+.2f}]",
+                "-" if step.int8_fraction is None else f"{100 * step.int8_fraction:.0f} %",
+                "-" if step.p50_ms is None else f"{step.p50_ms:.3f}",
+            )
+        console.print(table)
+        verdict = "within budget" if aware.within_budget else "[red]over budget[/]"
+        console.print(f"wrote {aware.artifact.path} ({precision_label(manifest)}, {verdict})")
+        for warning in aware.warnings:
+            err_console.print(f"[bold yellow]warning[/] {warning}")
 
 
 def _print_exports(results: list, failures: list) -> None:
@@ -666,6 +735,13 @@ def run(
     serial: Annotated[str | None, typer.Option("--serial")] = None,
     min_runs: Annotated[int | None, typer.Option("--min-runs")] = None,
     min_seconds: Annotated[float | None, typer.Option("--min-seconds")] = None,
+    accuracy_aware: Annotated[
+        bool | None,
+        typer.Option(
+            "--accuracy-aware/--plain-int8",
+            help="int8 keeps harmful layers float to fit --max-drop",
+        ),
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="edgekit.toml")] = None,
     write_config: Annotated[
         Path | None,
@@ -692,6 +768,7 @@ def run(
         "runs_dir": runs_dir,
         "serial": serial,
         "max_drop": max_drop,
+        "accuracy_aware": accuracy_aware,
         "min_runs": min_runs,
         "min_seconds": min_seconds,
         "targets": None if targets is None else parse_targets(targets),
@@ -808,6 +885,11 @@ def compare(
 
 def _num(value: float | None, pattern: str) -> str:
     return "" if value is None else pattern.format(value)
+
+
+from edgekit.cli_quantize import register as _register_quantize_debug  # noqa: E402
+
+_register_quantize_debug(app)
 
 
 def main() -> None:

@@ -97,6 +97,7 @@ def export_artifact(
         if not partial.is_file():
             raise UnsupportedExport(f"{target}/{recipe}: the exporter wrote no file")
         manifest = _manifest(source, target, recipe, calibration, info, partial)
+        manifest["keep_float"] = list(keep_float)
         validation_x = dataset.evaluation.x[:validation_samples]
         manifest["validation"] = _validate(plugin, partial, manifest, source, validation_x, spec)
         coverage = plugin.coverage(partial, manifest)

@@ -8,8 +8,10 @@ from typing import Any
 
 
 def row_label(row: dict[str, Any]) -> str:
+    from edgekit.quantize.accuracy_aware import precision_label
+
     io = "-io8" if row.get("io_dtype") in ("int8", "uint8") else ""
-    return f"{row['target']}/{row['recipe']}{io} @ {row.get('device')} x{row.get('threads')}"
+    return f"{row['target']}/{precision_label(row)}{io} @ {row.get('device')} x{row.get('threads')}"
 
 
 def software_gpu(row: dict[str, Any]) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 
 from edgekit.errors import UserInputError
 from edgekit.fileio import write_bytes_atomic, write_json_atomic
+from edgekit.quantize.accuracy_aware import precision_label
 from edgekit.recommend import measured, pareto_front, recommend, row_label, software_gpu
 
 COLUMNS = (
@@ -67,6 +68,32 @@ def unavailable(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def accuracy_aware_lines(results: dict[str, Any]) -> list[str]:
+    """The steps of each accuracy-aware int8 export: what was kept float, at what cost."""
+    lines, seen = [], set()
+    for row in results["rows"]:
+        aware = row.get("accuracy_aware")
+        if not aware or row.get("artifact") in seen:
+            continue
+        seen.add(row.get("artifact"))
+        verdict = "within" if aware["within_budget"] else "NOT within"
+        lines.append(
+            f"- {row['target']}: {precision_label(row)}, {verdict} the {aware['max_drop_points']:g}"
+            f"-point budget (step {aware['chosen_step']} chosen)"
+        )
+        for step in aware["steps"]:
+            kept = ", ".join(step["keep_float"]) or "nothing"
+            fraction = step.get("int8_fraction")
+            latency = step.get("p50_ms")
+            lines.append(
+                f"  - step {step['step']}: float {kept}; drop {step['drop_points']:+.2f} "
+                f"[{step['drop_ci'][0]:+.2f}, {step['drop_ci'][1]:+.2f}], "
+                + ("" if fraction is None else f"{100 * fraction:.0f} % of ops int8, ")
+                + ("latency not measured" if latency is None else f"p50 {latency:.3f} ms")
+            )
+    return lines
+
+
 def table_rows(results: dict[str, Any]) -> list[list[str]]:
     rows = []
     for row in results["rows"]:
@@ -108,7 +135,7 @@ def table_rows(results: dict[str, Any]) -> list[list[str]]:
         rows.append(
             [
                 row["target"],
-                row["recipe"],
+                precision_label(row),
                 str(row.get("device") or ""),
                 str(row.get("threads") or ""),
                 _fmt(row.get("size_bytes") and row["size_bytes"] / 1024, "{:.0f} KB"),
@@ -262,6 +289,9 @@ def build_report(run_dir: str | Path) -> dict[str, Path]:
     md += ["", "## Results", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     md += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
     md += ["", "Pareto front (latency against drop): " + ", ".join(row_label(r) for r in front), ""]
+    aware = accuracy_aware_lines(results)
+    if aware:
+        md += ["## Accuracy-aware int8", "", *aware, ""]
     missing = unavailable(results)
     if missing:
         md += ["## Not available on this machine", "", *[f"- {line}" for line in missing], ""]
@@ -282,6 +312,11 @@ def build_report(run_dir: str | Path) -> dict[str, Path]:
         f"<li>{html.escape(label)}: {html.escape(why)}</li>" for label, why in advice.reasons
     )
     intro_items = "".join(f"<li>{html.escape(line)}</li>" for line in intro)
+    aware_html = (
+        "<h2>Accuracy-aware int8</h2><pre>" + html.escape("\n".join(aware)) + "</pre>"
+        if aware
+        else ""
+    )
     missing_html = (
         "<h2>Not available on this machine</h2><ul>"
         + "".join(f"<li>{html.escape(line)}</li>" for line in missing)
@@ -294,7 +329,7 @@ def build_report(run_dir: str | Path) -> dict[str, Path]:
 td,th{{border:1px solid #ccc;padding:3px 6px}}th{{background:#eee}}img{{max-width:900px}}</style>
 </head><body><h1>{html.escape(title)}</h1><ul>{intro_items}</ul>
 <h2>Recommendation</h2><p><b>{html.escape(advice.summary)}</b> (budget: {budget:g} points)</p>
-<ul>{reasons}</ul><h2>Results</h2><table><tr>{cells}</tr>{body}</table>{missing_html}
+<ul>{reasons}</ul><h2>Results</h2><table><tr>{cells}</tr>{body}</table>{aware_html}{missing_html}
 <h2>Plots</h2>{images}</body></html>"""
     write_bytes_atomic(run_dir / "report.html", page.encode())
     summary = {

@@ -41,6 +41,7 @@ class RunConfig:
     min_runs: int = 50
     min_seconds: float = 1.0
     noise_guard: bool = True
+    accuracy_aware: bool = False  # int8: keep the most harmful layers float until within max_drop
     timeout: float = 600.0
 
     def validate(self) -> None:
@@ -136,6 +137,21 @@ def run_matrix(config: RunConfig, progress: Progress | None = None) -> RunResult
         for recipe in config.recipes:
             say(f"export {target}/{recipe}")
             try:
+                if recipe == "int8" and config.accuracy_aware:
+                    from edgekit.quantize.accuracy_aware import export_accuracy_aware
+
+                    aware = export_accuracy_aware(
+                        source,
+                        dataset,
+                        target,
+                        config.max_drop,
+                        artifacts_dir,
+                        config.calibration_samples,
+                        bench_protocol=protocol,
+                        bench_guard=guard,
+                    )
+                    exported.append(aware.artifact)
+                    continue
                 result = export_artifact(
                     source, dataset, target, recipe, artifacts_dir, config.calibration_samples
                 )
@@ -243,6 +259,8 @@ def _row(kind: str, record: LatencyRecord, artifact: Any, accuracy: dict | None)
             coverage=manifest["coverage"],
             export_warnings=manifest.get("warnings", []),
             io_dtype=manifest["input"]["dtype"],
+            keep_float=manifest.get("keep_float", []),
+            accuracy_aware=manifest.get("accuracy_aware"),
         )
     return row
 

@@ -114,3 +114,57 @@ def test_a_dataset_that_does_not_match_the_model(capsys, tmp_path):
 def test_debug_shows_the_traceback(capsys):
     with pytest.raises(Exception, match="no such zoo model"):
         run_cli(capsys, "--debug", "export", "--model", "zoo:alexnet")
+
+
+def test_accuracy_aware_export_on_the_default(capsys, tmp_path):
+    result = run_cli(
+        capsys, "export", "--target", "onnx", "--int8", "--max-drop", "1", "-o", str(tmp_path)
+    )
+    assert result.code == 0, result.err
+    assert "within budget" in result.out and "int8 within 1 points" in result.out
+    manifest = json.loads((tmp_path / "digits-mobilenet-int8.onnx.json").read_text())
+    aware = manifest["accuracy_aware"]
+    assert aware["within_budget"] and aware["steps"][0]["keep_float"] == []
+    assert aware["steps"][0]["drop_ci"][1] <= 1.0
+
+
+def test_keep_float_is_recorded_in_the_manifest(capsys, tmp_path):
+    result = run_cli(
+        capsys, "export", "--target", "onnx", "--int8", "--keep-float", "stem", "-o", str(tmp_path)
+    )
+    assert result.code == 0, result.err
+    manifest = json.loads((tmp_path / "digits-mobilenet-int8.onnx.json").read_text())
+    assert manifest["keep_float"] == ["stem"]
+    assert manifest["coverage"]["int8_ops"] == manifest["coverage"]["compute_ops"] - 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fp16", "--max-drop", "1"], "--max-drop needs --int8"),
+        (["--int8", "--max-drop", "1", "--keep-float", "stem"], "chooses the float layers itself"),
+        (["--int8", "--keep-float", "block99.dw"], "block99.dw"),
+    ],
+)
+def test_bad_float_island_options(capsys, tmp_path, args, message):
+    result = run_cli(capsys, "export", "--target", "onnx", *args, "-o", str(tmp_path))
+    assert result.code == 2 and message in result.err
+    assert not list(tmp_path.glob("*.onnx"))
+
+
+def test_quantize_debug_table(capsys, tmp_path):
+    plot = tmp_path / "sensitivity.png"
+    result = run_cli(
+        capsys,
+        "quantize-debug",
+        "--target",
+        "onnx",
+        "--samples",
+        "32",
+        "--json",
+        "--plot",
+        str(plot),
+    )
+    assert result.code == 0, result.err
+    report = json.loads(result.out)
+    assert report is not None and plot.stat().st_size > 5000
