@@ -27,6 +27,7 @@ import numpy as np
 
 from edgekit.errors import DeviceUnavailable, UnsupportedExport
 from edgekit.models import SourceModel
+from edgekit.native import quiet_native
 from edgekit.targets import register
 from edgekit.targets.base import (
     Coverage,
@@ -426,9 +427,10 @@ class ExecuTorchSession(Session):
 
         if not path.exists():
             raise FileNotFoundError(path)
-        effective = _set_threads(threads)
-        runtime = _runtime()
-        program = runtime.load_program(path, verification=Verification.Minimal)
+        with quiet_native():  # the runtime logs its CPU probing and threadpool size on fd 2
+            effective = _set_threads(threads)
+            runtime = _runtime()
+            program = runtime.load_program(path, verification=Verification.Minimal)
         self._method = program.load_method("forward")
         self._program = program
         spec = manifest.get("input", {})

@@ -45,7 +45,6 @@ import importlib.metadata
 import io
 import os
 import re
-import sys
 import tempfile
 import warnings
 from collections import Counter
@@ -59,6 +58,7 @@ import numpy as np
 from edgekit.devices.gpu import gpu_label, software_vulkan
 from edgekit.errors import DeviceUnavailable, UnsupportedExport, UserInputError
 from edgekit.models import SourceModel
+from edgekit.native import quiet_native as _quiet_native
 from edgekit.quantize.recipes import RECIPES
 from edgekit.targets import register
 from edgekit.targets.base import Coverage, ExportInfo, ExportRequest, Session, Target, TensorSpec
@@ -86,64 +86,6 @@ COMPUTE_OPS = frozenset(
     }
 )
 INTEGER_TYPES = ("int8", "uint8", "int16")
-
-# Lines LiteRT, TensorFlow, torchao and litert-torch write straight to fd 2 on every run. They
-# are dropped; anything else written while a converter or runtime works is passed through.
-NOISE = re.compile(
-    "|".join(
-        (
-            r"Created TensorFlow Lite XNNPACK delegate for CPU",
-            r"Subgraph reshaping is enabled by default",
-            r"^INFO: ",
-            r"^I\d{4} ",
-            r"All log messages before absl::InitializeLog",
-            r"Logging before InitGoogle",
-            r"NPU accelerator could not be loaded",
-            r"IntelOpenvino|libopenvino",
-            r"artificially reduced from",
-            r"Failed to load .*torchao/_C|Detected no triton",
-            r"oneDNN custom operations are on",
-            r"cpu_feature_guard|^To enable the following instructions",
-            r"is an Enum subclass and is now natively supported",
-            r"fully_quantize: \d+, inference_type",
-            r"Please consider providing the trackable_obj",
-            r"Statefulness",
-            r"Ignored output_format|Ignored drop_control_dependency",
-            r"tf_tfl_flatbuffer_helpers|flatbuffer_export\.cc",
-        )
-    )
-)
-
-
-@dataclass
-class _Captured:
-    lines: list[str] = field(default_factory=list)
-    echo: bool = True  # pass non-noise lines on to the real stderr when the block ends
-
-
-@contextlib.contextmanager
-def _quiet_native() -> Iterator[_Captured]:
-    """Capture fd 2 for a block: the C++ runtimes log there, around ``sys.stderr``."""
-    captured = _Captured()
-    sys.stderr.flush()
-    try:
-        saved = os.dup(2)
-    except OSError:  # no fd 2 to capture (a daemon): nothing to filter either
-        yield captured
-        return
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield captured
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            captured.lines.extend(sink.read().decode(errors="replace").splitlines())
-            kept = [line for line in captured.lines if line.strip() and not NOISE.search(line)]
-            if captured.echo and kept:
-                sys.stderr.write("\n".join(kept) + "\n")
 
 
 @contextlib.contextmanager
