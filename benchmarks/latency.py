@@ -99,7 +99,7 @@ def run(models: list[str], out_dir: Path) -> dict:
         sample = dataset.evaluation.x[:1]
         for threads in THREADS:
             record = bench_baseline(name, "cpu", threads, PROTOCOL, GUARD, sample)
-            entry["rows"].append({"runtime": "torch eager", "recipe": "fp32", **record.to_dict()})
+            entry["rows"].append({**record.to_dict(), "engine": "torch eager", "recipe": "fp32"})
             print(f"{name} torch eager {threads} thr: {record.stats.get('p50_ms')}", flush=True)
         for target in TARGETS:
             for recipe in RECIPES:
@@ -116,7 +116,7 @@ def run(models: list[str], out_dir: Path) -> dict:
                     ).artifact
                 except EdgekitError as exc:
                     entry["rows"].append(
-                        {"runtime": target, "recipe": recipe, "status": "failed", "error": str(exc)}
+                        {"engine": target, "recipe": recipe, "status": "failed", "error": str(exc)}
                     )
                     print(f"{name} {target}/{recipe}: {exc}", flush=True)
                     continue
@@ -128,11 +128,11 @@ def run(models: list[str], out_dir: Path) -> dict:
                 for threads in THREADS:
                     record = bench_artifact(artifact.path, "cpu", threads, PROTOCOL, GUARD, sample)
                     row = {
-                        "runtime": target,
+                        **record.to_dict(),  # its "runtime" is the session's facts
+                        "engine": target,
                         "recipe": recipe,
                         "coverage": coverage,
                         "warnings_export": artifact.manifest.get("warnings", []),
-                        **record.to_dict(),
                     }
                     if target == "tflite" and record.status == "ok":
                         row["litert_tool"] = litert_tool(artifact.path, threads)
@@ -184,17 +184,17 @@ def write_markdown(results: dict, path: Path) -> None:
         eager = {
             r["threads"]: r
             for r in entry["rows"]
-            if r["runtime"] == "torch eager" and r["status"] == "ok"
+            if r["engine"] == "torch eager" and r["status"] == "ok"
         }
         fp32 = {
-            (r["runtime"], r["threads"]): r
+            (r["engine"], r["threads"]): r
             for r in entry["rows"]
             if r["recipe"] == "fp32" and r.get("status") == "ok"
         }
         for row in entry["rows"]:
             if row.get("status") != "ok":
                 lines.append(
-                    f"| {row['runtime']} | {row['recipe']} | {row.get('threads', '')} | | | | | | | | | | | "
+                    f"| {row['engine']} | {row['recipe']} | {row.get('threads', '')} | | | | | | | | | | | "
                     f"{row.get('status')}: {row.get('error')} |"
                 )
                 continue
@@ -211,20 +211,20 @@ def write_markdown(results: dict, path: Path) -> None:
             share = rate / (peak["int8_gops"] if integer else peak["fp32_gflops"])
             speedup = base["stats"]["p50_ms"] / p50 if base else None
             int8_over = ""
-            if integer and (row["runtime"], threads) in fp32:
-                int8_over = _ratio(fp32[(row["runtime"], threads)]["stats"]["p50_ms"], p50)
+            if integer and (row["engine"], threads) in fp32:
+                int8_over = _ratio(fp32[(row["engine"], threads)]["stats"]["p50_ms"], p50)
             tool = row.get("litert_tool") or {}
             tool_ms = tool.get("median_ms")
             notes = [w for w in row.get("warnings", [])] + [
                 w for w in row.get("warnings_export", [])
             ]
             lines.append(
-                f"| {row['runtime']} | {row['recipe']} | {threads} | {p50:.3f} | {row['stats']['p90_ms']:.3f} | "
+                f"| {row['engine']} | {row['recipe']} | {threads} | {p50:.3f} | {row['stats']['p90_ms']:.3f} | "
                 f"{row['stats']['cv']:.1%} | {'' if speedup is None else f'{speedup:.2f}x'} | {int8_over} | "
                 f"{rate:.1f} | {100 * share:.0f} % | {'' if tool_ms is None else f'{tool_ms:.2f}'} | "
                 f"{_ratio(p50, tool_ms)} | {row.get('foreign_cpu') or 0:.2f} | {'; '.join(notes)} |"
             )
-            if row["runtime"] != "torch eager" and speedup and threads == 1:
+            if row["engine"] != "torch eager" and speedup and threads == 1:
                 checks.append((name, row, speedup, share, int8_over, tool_ms))
         lines.append("")
     lines += ["## Targets", ""]
@@ -243,7 +243,7 @@ def _target_lines(results: dict, checks: list) -> list[str]:
         best = max(rows, key=lambda c: c[2])
         verdict = "PASS" if best[2] >= TARGET_BEST_OVER_EAGER else "MISS"
         lines.append(
-            f"- {name}: best artifact ({best[1]['runtime']}/{best[1]['recipe']}) is "
+            f"- {name}: best artifact ({best[1]['engine']}/{best[1]['recipe']}) is "
             f"{best[2]:.2f}x torch eager at 1 thread (target >= {TARGET_BEST_OVER_EAGER}x): {verdict}"
         )
         for row in rows:
@@ -251,12 +251,12 @@ def _target_lines(results: dict, checks: list) -> list[str]:
                 ratio = float(row[4][:-1])
                 need = TARGET_INT8_OVER_FP32.get(name, 2.0)
                 lines.append(
-                    f"- {name}: {row[1]['runtime']} int8 is {ratio:.2f}x faster than fp32 "
+                    f"- {name}: {row[1]['engine']} int8 is {ratio:.2f}x faster than fp32 "
                     f"(target >= {need}x): {'PASS' if ratio >= need else 'MISS'}"
                 )
             if row[1]["recipe"] == "fp32":
                 lines.append(
-                    f"- {name}: {row[1]['runtime']} fp32 at {100 * row[3]:.0f} % of the fp32 "
+                    f"- {name}: {row[1]['engine']} fp32 at {100 * row[3]:.0f} % of the fp32 "
                     f"matmul peak (target >= {100 * TARGET_FP32_PEAK:.0f} %): "
                     f"{'PASS' if row[3] >= TARGET_FP32_PEAK else 'MISS'}"
                 )
@@ -274,7 +274,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--out", default=str(HERE / "RESULTS.md"))
+    parser.add_argument("--from-json", help="only re-render RESULTS.md from a results.json")
     args = parser.parse_args()
+    if args.from_json:
+        write_markdown(json.loads(Path(args.from_json).read_text()), Path(args.out))
+        return
     models = [m for m in args.models.split(",") if m]
     with tempfile.TemporaryDirectory(prefix="edgekit-benchmarks-") as tmp:
         results = run(models, Path(tmp))
