@@ -215,8 +215,8 @@ def write_markdown(results: dict, path: Path) -> None:
                 int8_over = _ratio(fp32[(row["engine"], threads)]["stats"]["p50_ms"], p50)
             tool = row.get("litert_tool") or {}
             tool_ms = tool.get("median_ms")
-            notes = [w for w in row.get("warnings", [])] + [
-                w for w in row.get("warnings_export", [])
+            notes = list(row.get("warnings", [])) + [
+                w for w in row.get("warnings_export", []) if w.startswith("FALLBACK")
             ]
             lines.append(
                 f"| {row['engine']} | {row['recipe']} | {threads} | {p50:.3f} | {row['stats']['p90_ms']:.3f} | "
