@@ -12,7 +12,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 @pytest.fixture(scope="session")
-def digits_model():
+def weights_cache() -> str:
+    """edgekit's cache as the session started (pytester later gives inner runs a fresh HOME)."""
+    from edgekit.cache import cache_dir
+
+    return str(cache_dir())
+
+
+@pytest.fixture(scope="session")
+def digits_model(weights_cache):
     from edgekit.models import load_model
 
     return load_model("digits-mobilenet", quiet=True)

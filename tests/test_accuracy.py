@@ -114,8 +114,10 @@ def test_the_pytest_helper_fails_with_the_gate_table(export_digits, tmp_path):
         assert_accuracy_drop(damaged, max_drop=1.0)
 
 
-def test_the_plugin_fixture_is_registered(pytester, export_digits):
+def test_the_plugin_fixture_is_registered(pytester, export_digits, monkeypatch, weights_cache):
     artifact = export_digits("onnx", "fp32").path
+    # pytester gives the inner run a fresh HOME; point it at the trained weights we already have
+    monkeypatch.setenv("EDGEKIT_CACHE", weights_cache)
     pytester.makepyfile(
         f"""
         def test_agreement(edgekit_eval):
