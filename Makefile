@@ -16,7 +16,7 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/edgekit eval
-	$(VENV)/bin/edgekit run --model digits-mobilenet --data digits --devices cpu,gpu
+	$(VENV)/bin/edgekit run --model digits-mobilenet --data digits --devices cpu,gpu --accuracy-aware
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -168,3 +168,24 @@ def test_quantize_debug_table(capsys, tmp_path):
     assert result.code == 0, result.err
     report = json.loads(result.out)
     assert report is not None and plot.stat().st_size > 5000
+
+
+def test_a_users_own_factory_exports_to_all_three_targets(capsys, tmp_path):
+    result = run_cli(
+        capsys,
+        "export",
+        "--model",
+        "user_models:tiny_cnn",
+        "--target",
+        "all",
+        "-o",
+        str(tmp_path),
+        "--json",
+    )
+    assert result.code == 0, result.err
+    exported = json.loads(result.out)["artifacts"]
+    assert sorted(a["target"] for a in exported) == ["executorch", "onnx", "tflite"]
+    assert all(
+        a["validation"]["passed"] and a["source"]["spec"] == "user_models:tiny_cnn"
+        for a in exported
+    )
