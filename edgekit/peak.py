@@ -1,11 +1,12 @@
 """The machine's measured matmul peaks, the yardstick for "efficiency" (achieved GFLOP/s).
 
-fp32: numpy's GEMM (OpenBLAS); int8: onnxruntime's MatMulInteger (u8 x s8), both at the thread
-count of the measurement, median of several calls on a square problem."""
+Both come from onnxruntime's MLAS GEMMs on a 1024^3 problem at the measurement's thread count
+(median of several calls): fp32 ``MatMul`` and int8 ``MatMulInteger`` (u8 x s8). numpy is not
+used: on machines where ``OPENBLAS_CORETYPE`` pins OpenBLAS to older kernels (this one: Haswell,
+AVX2) it reports about half the AVX-512 peak the runtimes' convolutions actually reach."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -23,45 +24,48 @@ def _median_seconds(call: object, repeats: int = 7) -> float:
     return float(np.median(times))
 
 
-def fp32_peak_gflops(threads: int = 1, size: int = SIZE) -> float:
-    from threadpoolctl import threadpool_limits
-
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((size, size), dtype=np.float32)
-    b = rng.standard_normal((size, size), dtype=np.float32)
-    with threadpool_limits(limits=threads):
-        seconds = _median_seconds(lambda: a @ b)
-    return 2 * size**3 / seconds / 1e9
-
-
-def int8_peak_gops(threads: int = 1, size: int = SIZE) -> float:
+def _gemm_rate(op: str, a: np.ndarray, b: np.ndarray, out_type: int, threads: int) -> float:
     import onnxruntime as ort
-    from onnx import TensorProto, helper
+    from onnx import helper
 
+    size = a.shape[0]
     graph = helper.make_graph(
-        [helper.make_node("MatMulInteger", ["a", "b"], ["c"])],
+        [helper.make_node(op, ["a", "b"], ["c"])],
         "peak",
         [
-            helper.make_tensor_value_info("a", TensorProto.UINT8, [size, size]),
-            helper.make_tensor_value_info("b", TensorProto.INT8, [size, size]),
+            helper.make_tensor_value_info("a", helper.np_dtype_to_tensor_dtype(a.dtype), a.shape),
+            helper.make_tensor_value_info("b", helper.np_dtype_to_tensor_dtype(b.dtype), b.shape),
         ],
-        [helper.make_tensor_value_info("c", TensorProto.INT32, [size, size])],
+        [helper.make_tensor_value_info("c", out_type, [size, size])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
     session = ort.InferenceSession(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
+    feed = {"a": a, "b": b}
+    return 2 * size**3 / _median_seconds(lambda: session.run(None, feed)) / 1e9
+
+
+def fp32_peak_gflops(threads: int = 1, size: int = SIZE) -> float:
+    from onnx import TensorProto
+
     rng = np.random.default_rng(0)
-    feed = {
-        "a": rng.integers(0, 255, (size, size), dtype=np.uint8),
-        "b": rng.integers(-127, 127, (size, size), dtype=np.int8),
-    }
-    seconds = _median_seconds(lambda: session.run(None, feed))
-    return 2 * size**3 / seconds / 1e9
+    a = rng.standard_normal((size, size), dtype=np.float32)
+    b = rng.standard_normal((size, size), dtype=np.float32)
+    return _gemm_rate("MatMul", a, b, TensorProto.FLOAT, threads)
+
+
+def int8_peak_gops(threads: int = 1, size: int = SIZE) -> float:
+    from onnx import TensorProto
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 255, (size, size), dtype=np.uint8)
+    b = rng.integers(-127, 127, (size, size), dtype=np.int8)
+    return _gemm_rate("MatMulInteger", a, b, TensorProto.INT32, threads)
 
 
 def measure_peaks(threads: int = 1) -> dict[str, float]:
-    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     return {"fp32_gflops": fp32_peak_gflops(threads), "int8_gops": int8_peak_gops(threads)}
