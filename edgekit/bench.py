@@ -69,6 +69,22 @@ class LatencyRecord:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def fill(self, result: dict[str, Any]) -> bool:
+        """Take a child's result (status, timings, runtime facts); True when it measured."""
+        self.status = result["status"]
+        self.error = result.get("error")
+        self.peak_rss_mb = result.get("peak_rss_mb")
+        if self.status != "ok":
+            return False
+        samples = np.asarray(result["samples_ms"])
+        self.samples_ms = [round(float(v), 5) for v in samples]
+        self.stats = latency_summary(samples)
+        self.load_ms = result["load_ms"]
+        self.first_ms = result["first_ms"]
+        self.runtime = result.get("runtime", {})
+        self.foreign_cpu = result.get("foreign_cpu")
+        return True
+
 
 def run_child(request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     """Run ``edgekit.worker`` with ``request``; a crash or hang becomes ``status: failed``."""
@@ -109,18 +125,8 @@ def _measure(
         foreign = result.get("foreign_cpu")
         if not guard.enabled or foreign is None or foreign <= guard.threshold:
             break
-    record.status = result["status"]
-    record.error = result.get("error")
-    record.peak_rss_mb = result.get("peak_rss_mb")
-    if record.status != "ok":
+    if not record.fill(result):
         return record
-    samples = np.asarray(result["samples_ms"])
-    record.samples_ms = [round(float(v), 5) for v in samples]
-    record.stats = latency_summary(samples)
-    record.load_ms = result["load_ms"]
-    record.first_ms = result["first_ms"]
-    record.runtime = result.get("runtime", {})
-    record.foreign_cpu = result.get("foreign_cpu")
     record.disturbed = bool(
         guard.enabled and record.foreign_cpu is not None and record.foreign_cpu > guard.threshold
     )

@@ -691,7 +691,6 @@ def bench_arm64(
     phone's and must never enter a speed-up."""
     from edgekit.artifact import Artifact, load_artifact
     from edgekit.bench import LatencyRecord, Protocol
-    from edgekit.stats import latency_summary
 
     loaded = artifact if isinstance(artifact, Artifact) else load_artifact(artifact)
     record = LatencyRecord(
@@ -725,16 +724,9 @@ def bench_arm64(
             record.error = str(exc)
             return record
     record.attempts = 1
-    record.status = result["status"]
-    record.error = result.get("error")
-    record.peak_rss_mb = result.get("peak_rss_mb")
-    if record.status != "ok":
+    if not record.fill(result):
         return record
-    samples = np.asarray(result["samples_ms"])
-    record.samples_ms = [round(float(v), 5) for v in samples]
-    record.stats = latency_summary(samples)
-    record.load_ms = result["load_ms"]
-    record.first_ms = result["first_ms"]
+    record.foreign_cpu = None  # QEMU's own threads make the guard's reading meaningless here
     record.runtime = dict(result["runtime"], emulated=True, latency=LATENCY_LABEL)
     record.warnings.append(LATENCY_LABEL)
     return record
