@@ -34,6 +34,13 @@ def digits_data(digits_model):
 
 
 @pytest.fixture(scope="session")
+def reference(digits_model, digits_data):
+    """100 evaluation images and the source model's logits for them."""
+    x = digits_data.evaluation.x[:100]
+    return x, digits_model.predict(x)
+
+
+@pytest.fixture(scope="session")
 def calibration(digits_data):
     from edgekit.quantize.calibration import sample_calibration
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from target_helpers import export_raw
 
 from edgekit.errors import DeviceUnavailable, UnsupportedExport
 from edgekit.metrics import compare_outputs
@@ -40,20 +41,8 @@ def artifacts(target, digits_model, calibration, tmp_path_factory):
     folder = tmp_path_factory.mktemp("executorch")
     made = {}
     for recipe in BOUNDS:
-        # the caller renames later, so the path need not end in .pte
-        path = folder / f"{recipe}.partial"
-        info = target.export(ExportRequest(digits_model, recipe, path, calibration=calibration.x))
-        made[recipe] = (path, _manifest(recipe, info), info)
+        made[recipe] = export_raw(target, digits_model, recipe, folder, calibration=calibration.x)
     return made
-
-
-def _manifest(recipe, info):
-    return {
-        "input": info.input.to_dict(),
-        "output": info.output.to_dict(),
-        "recipe": recipe,
-        "details": info.details,
-    }
 
 
 @pytest.mark.parametrize("recipe", list(BOUNDS))
@@ -173,9 +162,8 @@ def test_an_op_xnnpack_lacks_is_named_in_warnings_and_coverage(target, digits_mo
             return self.fc(self.conv(x).cumsum(dim=3).mean(dim=(2, 3)))
 
     source = SourceModel("cumsum", "torch", CumsumNet().eval(), digits_model.preprocess, "", "t")
-    path = tmp_path / "cumsum.pte"
-    info = target.export(ExportRequest(source, "fp32", path))
-    coverage = target.coverage(path, _manifest("fp32", info))
+    path, manifest, info = export_raw(target, source, "fp32", tmp_path)
+    coverage = target.coverage(path, manifest)
     assert any("cumsum" in note for note in info.warnings)
     assert "aten::cumsum" in coverage.fallback_ops, coverage.summary
     assert 0.0 < coverage.fast_fraction < 1.0
@@ -184,12 +172,10 @@ def test_an_op_xnnpack_lacks_is_named_in_warnings_and_coverage(target, digits_mo
 def test_keep_float_leaves_a_layer_in_float_inside_the_delegate(
     target, digits_model, calibration, tmp_path
 ):
-    path = tmp_path / "int8-stem-float.pte"
-    request = ExportRequest(
-        digits_model, "int8", path, calibration=calibration.x, keep_float=("stem",)
+    path, manifest, info = export_raw(
+        target, digits_model, "int8", tmp_path, calibration=calibration.x, keep_float=("stem",)
     )
-    info = target.export(request)
-    coverage = target.coverage(path, _manifest("int8", info))
+    coverage = target.coverage(path, manifest)
     assert info.details["float_conv_linear_layers"] == ["stem.0"]
     assert coverage.int8_ops == coverage.compute_ops - 1, coverage.summary
     assert coverage.fast_fraction == 1.0

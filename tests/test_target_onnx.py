@@ -7,17 +7,15 @@ fp32 SQNR 130 dB, int8 33 dB (max abs diff 0.63), int8-dynamic 51 dB, fp16 61 dB
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
+from target_helpers import export_raw as export
 
 from edgekit.errors import DeviceUnavailable, UnsupportedExport, UserInputError
 from edgekit.metrics import compare_outputs
 from edgekit.models import SourceModel
 from edgekit.targets import get_target
-from edgekit.targets.base import ExportRequest
 
 SAMPLES = 100
 
@@ -25,25 +23,6 @@ SAMPLES = 100
 @pytest.fixture(scope="module")
 def target():
     return get_target("onnx")
-
-
-@pytest.fixture(scope="module")
-def reference(digits_model, digits_data):
-    x = digits_data.evaluation.x[:SAMPLES]
-    return x, digits_model.predict(x)
-
-
-def export(target, source, recipe, directory: Path, calibration=None, **options):
-    """Export to a name without the .onnx suffix (as the pipeline does) and build the manifest."""
-    path = directory / f"{source.name}-{recipe}.partial"
-    info = target.export(ExportRequest(source, recipe, path, calibration=calibration, **options))
-    manifest = {
-        "input": info.input.to_dict(),
-        "output": info.output.to_dict(),
-        "recipe": recipe,
-        "details": info.details,
-    }
-    return path, manifest, info
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from target_helpers import export_raw as export
 
 from edgekit.errors import DeviceUnavailable, UnsupportedExport, UserInputError
 from edgekit.metrics import compare_outputs
@@ -31,25 +31,6 @@ SAMPLES = 100
 @pytest.fixture(scope="module")
 def target():
     return get_target("tflite")
-
-
-@pytest.fixture(scope="module")
-def reference(digits_model, digits_data):
-    x = digits_data.evaluation.x[:SAMPLES]
-    return x, digits_model.predict(x)
-
-
-def export(target, source, recipe, directory: Path, calibration=None, **options):
-    """Export to a name without the .tflite suffix (as the pipeline does); build the manifest."""
-    path = directory / f"{source.name}-{recipe}-{options.get('io_dtype', 'float32')}.partial"
-    info = target.export(ExportRequest(source, recipe, path, calibration=calibration, **options))
-    manifest = {
-        "input": info.input.to_dict(),
-        "output": info.output.to_dict(),
-        "recipe": recipe,
-        "details": info.details,
-    }
-    return path, manifest, info
 
 
 @pytest.fixture(scope="module")
