@@ -41,7 +41,6 @@ def quantize_debug(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Per-layer int8 sensitivity (SQNR, dB) on calibration data, most harmful layer first."""
-    from rich.console import Console
     from rich.table import Table
 
     from edgekit.data import load_dataset
@@ -60,7 +59,7 @@ def quantize_debug(
         payload["plot"] = None if written is None else str(written)
         print(json.dumps(payload, indent=2))
         return
-    console = Console()
+    from edgekit.cli import console
     header, rows = table(report)
     view = Table(
         *header,
