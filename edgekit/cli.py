@@ -799,10 +799,15 @@ def run(
     from edgekit.recommend import recommend
 
     advice = recommend(result.results["rows"], settings.max_drop)
-    failed = [row for row in result.results["rows"] if row["status"] != "ok"]
+    failed = [row for row in result.results["rows"] if row["status"] == "failed"]
+    missing = [row for row in result.results["rows"] if row["status"] == "unavailable"]
     console.print(f"[bold]recommendation:[/] {advice.summary}")
     if failed:
-        console.print(f"{len(failed)} row(s) did not complete (reasons in the report)")
+        console.print(f"{len(failed)} row(s) failed (reasons in the report)")
+    if missing:
+        console.print(
+            f"{len(missing)} row(s) need a device this machine lacks (listed in the report)"
+        )
     console.print(f"report: {paths['md']}  and  {paths['html']}")
 
 
