@@ -158,7 +158,7 @@ def write_markdown(results: dict, path: Path) -> None:
         "",
         f"- machine: {machine['cpu']}, {machine['cores']} cores (shared; see 'others' CPU')",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()),
-        "- matmul peaks (numpy fp32 GEMM / onnxruntime MatMulInteger u8s8, 1024^3): "
+        "- matmul peaks (onnxruntime MLAS: fp32 MatMul / int8 MatMulInteger u8s8, 1024^3): "
         + "; ".join(
             f"{t} thr: {p['fp32_gflops']:.0f} GFLOP/s, {p['int8_gops']:.0f} GOP/s"
             for t, p in results["peaks"].items()
