@@ -60,6 +60,7 @@ def quantize_debug(
         print(json.dumps(payload, indent=2))
         return
     from edgekit.cli import console
+
     header, rows = table(report)
     view = Table(
         *header,

@@ -141,7 +141,7 @@ def table_rows(results: dict[str, Any]) -> list[list[str]]:
                 _fmt(row.get("size_bytes") and row["size_bytes"] / 1024, "{:.0f} KB"),
                 _fmt(latency.get("p50_ms"), "{:.3f}"),
                 _fmt(latency.get("p90_ms"), "{:.3f}"),
-                _fmt(row.get("speedup"), "{:.2f}x"),
+                "" if software_gpu(row) else _fmt(row.get("speedup"), "{:.2f}x"),
                 _fmt(accuracy.get("top1") and 100 * accuracy["top1"], "{:.2f} %"),
                 drop,
                 _fmt(accuracy.get("agreement"), "{:.4f}"),

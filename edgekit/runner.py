@@ -313,7 +313,10 @@ def _with_derived(
         row["peak_fraction"] = None
         if p50 is None:
             continue
-        if base is not None and row["kind"] == "artifact" and row["device"] in ("cpu", "gpu"):
+        real_device = row["device"] == "cpu" or (
+            row["device"] == "gpu" and not row.get("runtime", {}).get("software_vulkan")
+        )  # emulated and software-Vulkan latencies never enter speed-ups
+        if base is not None and row["kind"] == "artifact" and real_device:
             row["speedup"] = base["latency"]["p50_ms"] / p50
         if macs:
             row["gflops"] = 2 * macs / (p50 / 1e3) / 1e9
