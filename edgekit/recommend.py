@@ -36,6 +36,7 @@ def measured(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if row["kind"] == "artifact"
         and row["status"] == "ok"
         and row.get("device") != "arm64-emu"  # emulated latency is never compared
+        and not software_gpu(row)  # nor a software Vulkan device's
         and row.get("latency", {}).get("p50_ms") is not None
         and row.get("accuracy")
     ]
