@@ -282,6 +282,11 @@ def main() -> None:
     models = [m for m in args.models.split(",") if m]
     with tempfile.TemporaryDirectory(prefix="edgekit-benchmarks-") as tmp:
         results = run(models, Path(tmp))
+    for entry in results["models"].values():
+        for row in entry["rows"]:  # keep the statistics, not every sample or a temporary path
+            row.pop("samples_ms", None)
+            if row.get("artifact"):
+                row["artifact"] = Path(row["artifact"]).name
     (HERE / "results.json").write_text(json.dumps(results, indent=1, default=str))
     write_markdown(results, Path(args.out))
     print(f"wrote {args.out}")
