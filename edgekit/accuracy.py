@@ -142,13 +142,20 @@ def evaluate_artifact(
     threads: int = 1,
     confidence: float = 0.95,
     limit: int | None = None,
+    source: SourceModel | None = None,
+    dataset: Dataset | None = None,
 ) -> AccuracyRecord:
-    """Run the evaluation split through the artifact on ``device`` and through the baseline."""
+    """Run the evaluation split through the artifact on ``device`` and through the baseline.
+
+    ``source`` and ``dataset`` let a caller that already holds them (``edgekit run``) skip
+    reloading; the source must be the one the artifact was exported from."""
     from edgekit.bench import predict_in_child
 
     artifact = load_artifact(path)
-    source = source_for(artifact)
-    dataset = dataset_for(artifact, data)
+    if source is None or source.digest != artifact.manifest["source"]["digest"]:
+        source = source_for(artifact)
+    if dataset is None:
+        dataset = dataset_for(artifact, data)
     split = dataset.evaluation
     x, y = (split.x, split.y) if limit is None else (split.x[:limit], split.y[:limit])
     # in a child process, like bench: a runtime or delegate that crashes fails this call only

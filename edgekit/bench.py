@@ -69,6 +69,20 @@ class LatencyRecord:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def for_artifact(cls, artifact: Any, device: str, threads: int) -> LatencyRecord:
+        """A not-yet-measured record of ``artifact`` (an :class:`edgekit.artifact.Artifact`)."""
+        return cls(
+            label=artifact.label,
+            device=device,
+            threads=threads,
+            status="failed",
+            artifact=str(artifact.path),
+            target=artifact.target,
+            recipe=artifact.recipe,
+            size_bytes=artifact.manifest["file"]["size"],
+        )
+
     def fill(self, result: dict[str, Any]) -> bool:
         """Take a child's result (status, timings, runtime facts); True when it measured."""
         self.status = result["status"]
@@ -161,16 +175,7 @@ def bench_artifact(
     from edgekit.artifact import load_artifact
 
     loaded = load_artifact(artifact)
-    record = LatencyRecord(
-        label=loaded.label,
-        device=device,
-        threads=threads,
-        status="failed",
-        artifact=str(loaded.path),
-        target=loaded.target,
-        recipe=loaded.recipe,
-        size_bytes=loaded.manifest["file"]["size"],
-    )
+    record = LatencyRecord.for_artifact(loaded, device, threads)
     with tempfile.TemporaryDirectory(prefix="edgekit-bench-") as tmp:
         request = {
             "mode": "bench",
@@ -223,7 +228,7 @@ def predict_in_child(
     timeout_s: float = 900.0,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Logits of ``x`` from the artifact on ``device``, computed in an isolated child."""
-    from edgekit.errors import EdgekitError
+    from edgekit.errors import DeviceUnavailable, EdgekitError
 
     with tempfile.TemporaryDirectory(prefix="edgekit-eval-") as tmp:
         inputs, outputs = Path(tmp) / "x.npy", Path(tmp) / "y.npy"
@@ -238,5 +243,11 @@ def predict_in_child(
         }
         result = run_child(request, timeout_s)
         if result["status"] != "ok":
-            raise EdgekitError(f"{Path(artifact).name} on {device}: {result['error']}")
+            # the child's DeviceUnavailable stays one, so callers can tell "lacks" from "broke"
+            kind = (
+                DeviceUnavailable
+                if result.get("error_type") == "DeviceUnavailable"
+                else EdgekitError
+            )
+            raise kind(f"{Path(artifact).name} on {device}: {result['error']}")
         return np.load(outputs), result.get("runtime", {})

@@ -155,6 +155,15 @@ def table_rows(results: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _plots(results: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     import matplotlib
 
@@ -200,10 +209,7 @@ def _plots(results: dict[str, Any], out_dir: Path) -> dict[str, Path]:
         ax.set_ylabel("top-1 drop against the baseline (points)")
         ax.set_title("latency against accuracy drop")
         ax.legend(loc="best", fontsize=8)
-        fig.tight_layout()
-        paths["pareto"] = out_dir / "pareto.png"
-        fig.savefig(paths["pareto"], dpi=110)
-        plt.close(fig)
+        paths["pareto"] = _save(fig, out_dir / "pareto.png")
     timed = [r for r in results["rows"] if r.get("samples_ms")]
     if timed:
         fig, ax = plt.subplots(figsize=(8, max(3, 0.35 * len(timed) + 1)))
@@ -220,10 +226,7 @@ def _plots(results: dict[str, Any], out_dir: Path) -> dict[str, Path]:
         ax.set_xlabel("latency per inference (ms, log scale)")
         ax.set_title("latency distributions")
         ax.tick_params(axis="y", labelsize=7)
-        fig.tight_layout()
-        paths["latency"] = out_dir / "latency.png"
-        fig.savefig(paths["latency"], dpi=110)
-        plt.close(fig)
+        paths["latency"] = _save(fig, out_dir / "latency.png")
     sized = {}
     for row in results["rows"]:
         if row.get("size_bytes"):
@@ -234,10 +237,7 @@ def _plots(results: dict[str, Any], out_dir: Path) -> dict[str, Path]:
         ax.set_xlabel("artifact size (KB)")
         ax.set_title("size per artifact")
         ax.tick_params(axis="y", labelsize=7)
-        fig.tight_layout()
-        paths["size"] = out_dir / "size.png"
-        fig.savefig(paths["size"], dpi=110)
-        plt.close(fig)
+        paths["size"] = _save(fig, out_dir / "size.png")
     return paths
 
 

@@ -157,7 +157,7 @@ def run_matrix(config: RunConfig, progress: Progress | None = None) -> RunResult
                 )
                 exported.append(result.artifact)
             except EdgekitError as exc:
-                rows.append(_failed_row(target, recipe, "export", str(exc)))
+                rows.append(_failed_row(target, recipe, "export", exc))
     for artifact in exported:
         for device in config.devices:
             say(f"evaluate {artifact.label} on {device}")
@@ -169,10 +169,12 @@ def run_matrix(config: RunConfig, progress: Progress | None = None) -> RunResult
                         str(artifact.path), config.data, config.arm64_cpu
                     ).to_dict()
                 else:
-                    accuracy = evaluate_artifact(str(artifact.path), config.data, device).to_dict()
+                    accuracy = evaluate_artifact(
+                        str(artifact.path), config.data, device, source=source, dataset=dataset
+                    ).to_dict()
                 error = None
             except EdgekitError as exc:
-                accuracy, error = None, str(exc)
+                accuracy, error = None, exc
             for threads in config.threads:
                 if error is not None:
                     rows.append(
@@ -269,11 +271,13 @@ def _failed_row(
     target: str,
     recipe: str,
     stage: str,
-    error: str,
+    error: EdgekitError,
     threads: int | None = None,
     artifact: Any = None,
 ) -> dict[str, Any]:
-    unavailable = "not available" in error or "no GPU" in error or "unavailable" in error.lower()
+    from edgekit.errors import DeviceUnavailable
+
+    unavailable = isinstance(error, DeviceUnavailable)  # a device this machine lacks
     row = {
         "kind": "artifact",
         "target": target,
@@ -282,7 +286,7 @@ def _failed_row(
         "threads": threads,
         "status": "unavailable" if unavailable else "failed",
         "stage": "export" if stage == "export" else "run",
-        "error": error,
+        "error": str(error),
         "latency": {},
         "samples_ms": [],
         "accuracy": None,

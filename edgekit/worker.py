@@ -157,7 +157,7 @@ def main() -> None:
 
         first = str(exc).splitlines()[0] if str(exc) else ""
         error = first if isinstance(exc, EdgekitError) else f"{type(exc).__name__}: {first}"
-        result = {"status": "failed", "error": error}
+        result = {"status": "failed", "error": error, "error_type": type(exc).__name__}
     result["peak_rss_mb"] = _peak_rss_mb()
     sys.stdout.flush()
     os.write(1, (f"\n{RESULT_MARKER}\n" + json.dumps(result) + "\n").encode())

@@ -213,3 +213,13 @@ def test_config_file_round_trip(tmp_path, capsys):
         RunConfig.from_toml(path)
     bad = run_cli(capsys, "run", "--devices", "phone", "--write-config", str(tmp_path / "x.toml"))
     assert bad.code == 2 and "unknown device 'phone'" in bad.err
+
+
+def test_a_missing_device_is_unavailable_and_a_broken_one_failed():
+    from edgekit.errors import DeviceUnavailable, EdgekitError
+    from edgekit.runner import _failed_row
+
+    lacks = _failed_row("onnx", "fp32", "gpu", DeviceUnavailable("no CUDA provider"), 1)
+    broke = _failed_row("onnx", "fp32", "cpu", EdgekitError("the runtime crashed (SIGSEGV)"), 1)
+    assert (lacks["status"], broke["status"]) == ("unavailable", "failed")
+    assert broke["error"] == "the runtime crashed (SIGSEGV)"

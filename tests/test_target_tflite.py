@@ -271,14 +271,11 @@ def predict_on_gpu(path, x):
     """The GPU session in a child process, as edgekit always runs it: a GPU driver that crashes
     (some do once TensorFlow is loaded in the same process) must not take the caller down."""
     from edgekit.bench import predict_in_child
-    from edgekit.errors import EdgekitError
 
     try:
         return predict_in_child(path, x, device="gpu")
-    except EdgekitError as exc:
-        if "unavailable" in str(exc):
-            pytest.skip(f"no LiteRT GPU accelerator here: {exc}")
-        raise
+    except DeviceUnavailable as exc:
+        pytest.skip(f"no LiteRT GPU accelerator here: {exc}")
 
 
 @pytest.mark.gpu

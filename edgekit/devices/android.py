@@ -48,17 +48,22 @@ def parse_devices(output: str) -> list[AdbDevice]:
     return devices
 
 
-def list_devices() -> list[dict[str, object]]:
+def attached_devices() -> list[AdbDevice]:
+    """``adb devices -l``, parsed."""
     out = subprocess.run(
         [adb_path(), "devices", "-l"],
         capture_output=True,
         text=True,
         timeout=ADB_TIMEOUT_S,
         check=False,
-    )
+    ).stdout
+    return parse_devices(out)
+
+
+def list_devices() -> list[dict[str, object]]:
     return [
         {"serial": device.serial, "state": device.state, **device.properties}
-        for device in parse_devices(out.stdout)
+        for device in attached_devices()
     ]
 
 
@@ -94,14 +99,7 @@ def shell(serial: str, command: list[str], timeout: float = 600) -> str:
 
 
 def choose_device(serial: str | None) -> AdbDevice:
-    out = subprocess.run(
-        [adb_path(), "devices", "-l"],
-        capture_output=True,
-        text=True,
-        timeout=ADB_TIMEOUT_S,
-        check=False,
-    ).stdout
-    devices = parse_devices(out)
+    devices = attached_devices()
     if serial is not None:
         devices = [device for device in devices if device.serial == serial]
         if not devices:
@@ -254,16 +252,7 @@ def bench_on_android(
     """Push the artifact and the target's official runner, run it, parse its output, clean up."""
     from edgekit.bench import LatencyRecord
 
-    record = LatencyRecord(
-        label=artifact.label,
-        device="android",
-        threads=threads,
-        status="failed",
-        artifact=str(artifact.path),
-        target=artifact.target,
-        recipe=artifact.recipe,
-        size_bytes=artifact.manifest["file"]["size"],
-    )
+    record = LatencyRecord.for_artifact(artifact, "android", threads)
     try:
         device = choose_device(serial)
         local_runner = runner_path(artifact.target, runner)

@@ -693,16 +693,7 @@ def bench_arm64(
     from edgekit.bench import LatencyRecord, Protocol
 
     loaded = artifact if isinstance(artifact, Artifact) else load_artifact(artifact)
-    record = LatencyRecord(
-        label=loaded.label,
-        device=DEVICE,
-        threads=threads,
-        status="failed",
-        artifact=str(loaded.path),
-        target=loaded.target,
-        recipe=loaded.recipe,
-        size_bytes=loaded.manifest["file"]["size"],
-    )
+    record = LatencyRecord.for_artifact(loaded, DEVICE, threads)
     protocol = protocol or Protocol()
     try:
         request = _runner_request(loaded, "bench", threads, xnnpack, crash_for_test)
