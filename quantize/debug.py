@@ -355,14 +355,14 @@ def _onnx_errors(
     )
 
     from edgekit.targets.base import ExportRequest
-    from edgekit.targets.onnx import INPUT_NAME, _export_fp32, _quantize_static
+    from edgekit.targets.onnx import INPUT_NAME, export_fp32, quantize_static_qdq
 
     fp32, quantized = work / "fp32.onnx", work / "int8.onnx"
     request = ExportRequest(source, "int8", quantized, calibration=x)
     with _quiet():
-        _export_fp32(source, fp32)
-        _quantize_static(fp32, quantized, request, work, [])
-        # _quantize_static leaves the pre-processed float model it quantized as pre.onnx
+        export_fp32(source, fp32)
+        quantize_static_qdq(fp32, quantized, request, work, [])
+        # quantize_static_qdq leaves the pre-processed float model it quantized as pre.onnx
         pre = work / "pre.onnx" if (work / "pre.onnx").exists() else fp32
         modify_model_output_intermediate_tensors(str(pre), str(work / "f_aug.onnx"))
         modify_model_output_intermediate_tensors(str(quantized), str(work / "q_aug.onnx"))

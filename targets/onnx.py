@@ -118,7 +118,7 @@ class OnnxTarget(Target):
         with tempfile.TemporaryDirectory(prefix=".onnx-", dir=request.output.parent) as tmp:
             work = Path(tmp)
             fp32 = work / "fp32.onnx"
-            details.update(_export_fp32(source, fp32))
+            details.update(export_fp32(source, fp32))
             if details.get("fallback_reason"):
                 warn.append(
                     f"dynamo exporter failed, used the legacy exporter: "
@@ -129,7 +129,7 @@ class OnnxTarget(Target):
             if request.recipe == "fp32":
                 final = fp32
             elif request.recipe == "int8":
-                details.update(_quantize_static(fp32, final, request, work, warn))
+                details.update(quantize_static_qdq(fp32, final, request, work, warn))
             elif request.recipe == "int8-dynamic":
                 details.update(_quantize_dynamic(fp32, final, request, work, warn))
             else:
@@ -212,7 +212,7 @@ def _without_graph_dumps() -> Iterator[None]:
             torch._C._jit_set_onnx_log_enabled(False)  # and it never turns the log off
 
 
-def _export_fp32(source: SourceModel, path: Path) -> dict[str, Any]:
+def export_fp32(source: SourceModel, path: Path) -> dict[str, Any]:
     """Export with the dynamo exporter; fall back to the legacy one only if it fails."""
     import torch
 
@@ -367,7 +367,7 @@ class _CalibrationReader:
         self.index = 0
 
 
-def _quantize_static(
+def quantize_static_qdq(
     fp32: Path, out: Path, request: ExportRequest, work: Path, warn: list[str]
 ) -> dict[str, Any]:
     from onnxruntime.quantization import (
