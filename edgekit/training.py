@@ -1,30 +1,58 @@
 """Deterministic training of the zoo's trained entries, cached by content digest.
 
-The cache key covers the architecture, the training recipe and the training data, so a change
-to any of them trains anew, and the same inputs always give bit-identical weights (one thread,
-a seeded generator, deterministic algorithms)."""
+The cache key covers the architecture, the training recipe, the training data and the pinned
+numerics, so a change to any of them trains anew, and the same inputs give bit-identical weights
+**on any x86-64 CPU**: training runs in a child process whose numerics do not depend on the CPU's
+instruction set (:data:`PINNED_NUMERICS`):
+
+- ATen's portable kernels (``ATEN_CPU_CAPABILITY=default``): its AVX2 and AVX-512 reductions sum
+  in other orders (measured here: other weights after one epoch under ``avx2`` than ``avx512``);
+- MKL in its conditional-numerical-reproducibility mode ``COMPATIBLE``, the one mode MKL documents
+  as reproducible on Intel and AMD processors alike (its AVX2 and AVX-512 GEMMs differ);
+- no oneDNN and no NNPACK convolutions (their kernels are chosen by ISA and cache size): ATen's
+  own im2col + GEMM instead, through the pinned MKL;
+- one thread, a seeded generator, deterministic algorithms.
+
+About 1.4x slower than unpinned training; it runs once per machine, then the weights are cached.
+``tests/test_training.py`` trains under two ISA levels and compares the weight digests.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import inspect
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from edgekit.cache import cache_dir
+from edgekit.errors import EdgekitError
 from edgekit.fileio import atomic_path
 
 if TYPE_CHECKING:
     from edgekit.zoo import ZooEntry
 
+# Set in the training child's environment, before torch starts (ATen reads it once).
+PINNED_NUMERICS = {
+    "ATEN_CPU_CAPABILITY": "default",
+    "MKL_CBWR": "COMPATIBLE",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+NUMERICS_VERSION = "pinned-1"  # part of the cache key: change it when the pinning changes
+
 
 @dataclass(frozen=True)
 class TrainingRecipe:
-    epochs: int = 30  # 98.9 % top-1 on the evaluation split in about 60 s on 2 cores
+    epochs: int = 30
     batch_size: int = 32
     learning_rate: float = 4e-3
     weight_decay: float = 1e-4
@@ -37,7 +65,10 @@ DEFAULT_RECIPE = TrainingRecipe()
 
 def cache_key(entry: ZooEntry, recipe: TrainingRecipe, data_digest: str) -> str:
     source = inspect.getsource(entry.build) + inspect.getsource(_train)
-    payload = json.dumps([entry.name, source, asdict(recipe), data_digest], sort_keys=True)
+    payload = json.dumps(
+        [entry.name, source, asdict(recipe), data_digest, NUMERICS_VERSION, PINNED_NUMERICS],
+        sort_keys=True,
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
@@ -56,71 +87,101 @@ def trained_state_dict(
     started = time.perf_counter()
     if not quiet:
         print(f"training {entry.name} on {entry.trained_on} (once; cached in {path.parent})")
-    module = entry.build()
-    _train(module, data.calibration.x, data.calibration.y, recipe, quiet=quiet)
-    state = module.state_dict()
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+    train_in_child(entry, recipe, path, quiet=quiet)
     if not quiet:
         print(f"trained {entry.name} in {time.perf_counter() - started:.0f} s")
-    return state
+    return torch.load(path, map_location="cpu", weights_only=True)
 
 
-def train_module(entry: ZooEntry, recipe: TrainingRecipe) -> object:
+def train_in_child(
+    entry: ZooEntry,
+    recipe: TrainingRecipe,
+    destination: Path,
+    quiet: bool = True,
+    host_env: dict[str, str] | None = None,
+    pinned: bool = True,
+) -> None:
+    """Train ``entry`` in a child process with the pinned numerics; the state dict lands at
+    ``destination`` atomically. ``host_env`` adds variables as a different machine would have
+    them (the tests simulate other ISA levels this way); ``pinned=False`` (tests only) trains
+    with whatever the CPU offers."""
+    env = dict(os.environ, **(host_env or {}))
+    if pinned:
+        env.update(PINNED_NUMERICS)
+    command = [sys.executable, "-m", "edgekit.training", entry.name, json.dumps(asdict(recipe))]
+    command += [str(destination), "pinned" if pinned else "unpinned", "quiet" if quiet else "talk"]
+    completed = subprocess.run(command, env=env, check=False, capture_output=quiet)
+    if completed.returncode != 0 or not Path(destination).is_file():
+        tail = (completed.stderr or b"").decode(errors="replace").strip().splitlines()
+        raise EdgekitError(
+            f"training {entry.name} failed (exit {completed.returncode}"
+            + (f": {tail[-1][:200]}" if tail else "")
+            + ")"
+        )
+
+
+def train_module(
+    entry: ZooEntry,
+    recipe: TrainingRecipe,
+    host_env: dict[str, str] | None = None,
+    pinned: bool = True,
+) -> Any:
     """Train a fresh module without touching the cache (tests use this for determinism)."""
-    from edgekit.data import load_dataset
+    import torch
 
-    data = load_dataset(entry.trained_on, entry.preprocess)
+    with tempfile.TemporaryDirectory(prefix="edgekit-train-") as tmp:
+        path = Path(tmp) / "state.pt"
+        train_in_child(entry, recipe, path, host_env=host_env, pinned=pinned)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     module = entry.build()
-    _train(module, data.calibration.x, data.calibration.y, recipe, quiet=True)
+    module.load_state_dict(state)
     return module.eval()
 
 
 def _train(
-    module: object, x: np.ndarray, y: np.ndarray, recipe: TrainingRecipe, quiet: bool
+    module: Any, x: np.ndarray, y: np.ndarray, recipe: TrainingRecipe, quiet: bool, pinned: bool
 ) -> None:
     import torch
     from torch import nn
 
-    previous_threads = torch.get_num_threads()
-    previous_deterministic = torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(1)  # the reduction order, hence the weights, depend on the thread count
     torch.use_deterministic_algorithms(True)
-    try:
-        torch.manual_seed(recipe.seed)
-        generator = torch.Generator().manual_seed(recipe.seed)
-        inputs, labels = torch.from_numpy(x), torch.from_numpy(y)
-        optimizer = torch.optim.AdamW(
-            module.parameters(), lr=recipe.learning_rate, weight_decay=recipe.weight_decay
-        )
-        steps_per_epoch = (len(labels) + recipe.batch_size - 1) // recipe.batch_size
-        schedule = torch.optim.lr_scheduler.OneCycleLR(
-            optimizer, recipe.learning_rate, total_steps=recipe.epochs * steps_per_epoch
-        )
-        loss_fn = nn.CrossEntropyLoss(label_smoothing=0.05)
-        background = float(inputs.min())
-        module.train()
-        for epoch in range(recipe.epochs):
-            order = torch.randperm(len(labels), generator=generator)
-            total = 0.0
-            for start in range(0, len(labels), recipe.batch_size):
-                index = order[start : start + recipe.batch_size]
-                batch = _shift(inputs[index], recipe.max_shift, generator, background)
-                loss = loss_fn(module(batch), labels[index])
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                schedule.step()
-                total += loss.item() * len(index)
-            if not quiet and (epoch + 1) % 10 == 0:
-                print(f"  epoch {epoch + 1}/{recipe.epochs}: loss {total / len(labels):.3f}")
-        module.eval()
-    finally:
-        torch.set_num_threads(previous_threads)
-        torch.use_deterministic_algorithms(previous_deterministic)
+    if pinned:
+        torch.backends.mkldnn.enabled = False
+        torch.backends.nnpack.set_flags(False)
+    torch.manual_seed(recipe.seed)
+    generator = torch.Generator().manual_seed(recipe.seed)
+    inputs, labels = torch.from_numpy(x), torch.from_numpy(y)
+    optimizer = torch.optim.AdamW(
+        module.parameters(), lr=recipe.learning_rate, weight_decay=recipe.weight_decay
+    )
+    steps_per_epoch = (len(labels) + recipe.batch_size - 1) // recipe.batch_size
+    schedule = torch.optim.lr_scheduler.OneCycleLR(
+        optimizer, recipe.learning_rate, total_steps=recipe.epochs * steps_per_epoch
+    )
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=0.05)
+    background = float(inputs.min())
+    module.train()
+    for epoch in range(recipe.epochs):
+        order = torch.randperm(len(labels), generator=generator)
+        total = 0.0
+        for start in range(0, len(labels), recipe.batch_size):
+            index = order[start : start + recipe.batch_size]
+            batch = _shift(inputs[index], recipe.max_shift, generator, background)
+            loss = loss_fn(module(batch), labels[index])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            total += loss.item() * len(index)
+        if not quiet and (epoch + 1) % 10 == 0:
+            print(
+                f"  epoch {epoch + 1}/{recipe.epochs}: loss {total / len(labels):.3f}", flush=True
+            )
+    module.eval()
 
 
-def _shift(batch: object, max_shift: int, generator: object, fill: float) -> object:
+def _shift(batch: Any, max_shift: int, generator: Any, fill: float) -> Any:
     """Translate each image by up to ``max_shift`` pixels, filling with the background value."""
     import torch
 
@@ -135,3 +196,31 @@ def _shift(batch: object, max_shift: int, generator: object, fill: float) -> obj
             for i, (dy, dx) in enumerate(offsets)
         ]
     )
+
+
+def _child_main(argv: list[str]) -> None:
+    """``python -m edgekit.training ENTRY RECIPE_JSON DESTINATION pinned|unpinned quiet|talk``"""
+    import torch
+
+    from edgekit.data import load_dataset
+    from edgekit.zoo import ZOO
+
+    name, recipe_json, destination, pinning, talk = argv
+    entry = ZOO[name]
+    recipe = TrainingRecipe(**json.loads(recipe_json))
+    data = load_dataset(entry.trained_on, entry.preprocess)
+    module = entry.build()
+    _train(
+        module,
+        data.calibration.x,
+        data.calibration.y,
+        recipe,
+        quiet=talk == "quiet",
+        pinned=pinning == "pinned",
+    )
+    with atomic_path(Path(destination)) as tmp:
+        torch.save(module.state_dict(), tmp)
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1:])
