@@ -2,7 +2,8 @@
 
 Top-1 (and top-5 with more than 5 classes) for both, the drop in points with a paired bootstrap
 interval, McNemar's exact test, top-1 agreement, logit SQNR and abs diffs, and which classes
-changed."""
+changed. On a device whose traits say ``compare_to_host`` (the emulated ARM64 core), also the
+same artifact's logits there against the host's (``versus_host``)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ import numpy as np
 
 from edgekit.artifact import Artifact, load_artifact
 from edgekit.data import Dataset, load_dataset
-from edgekit.errors import UserInputError
-from edgekit.metrics import compare_outputs
-from edgekit.models import SourceModel, load_model
+from edgekit.devices import DEFAULT_DEVICE, get_device
+from edgekit.errors import DeviceUnavailable, UserInputError
+from edgekit.metrics import compare_outputs, device_vs_host
+from edgekit.models import reload_model
 from edgekit.preprocess import Preprocess
+from edgekit.source import SourceModel
 from edgekit.stats import mcnemar_exact, paired_bootstrap_drop
 
 
@@ -44,11 +47,21 @@ class AccuracyRecord:
     changed_classes: list[dict[str, Any]] = field(default_factory=list)
     baseline: str = "source model, fp32, host CPU"
     reference: str = "baseline"
+    runtime: dict[str, Any] = field(default_factory=dict)
+    versus_host: dict[str, Any] | None = None  # device logits against the host's
+    fingerprint: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         payload = asdict(self)
         payload["drop_ci"] = list(self.drop_ci)
         return payload
+
+    @classmethod
+    def from_dict(cls, payload: dict[str, Any]) -> AccuracyRecord:
+        known = {name for name in cls.__dataclass_fields__}
+        values = {k: v for k, v in payload.items() if k in known}
+        values["drop_ci"] = tuple(values["drop_ci"])
+        return cls(**values)
 
 
 def top_k(logits: np.ndarray, labels: np.ndarray, k: int) -> float:
@@ -117,7 +130,7 @@ def source_for(artifact: Artifact) -> SourceModel:
     """Reload the artifact's source model (the baseline) and check it is the one exported."""
     source_info = artifact.manifest["source"]
     try:
-        source = load_model(source_info["spec"], quiet=True)
+        source = reload_model(source_info)
     except UserInputError as exc:
         raise UserInputError(
             f"{artifact.path}: cannot load its source model for the baseline ({exc})"
@@ -138,40 +151,61 @@ def dataset_for(artifact: Artifact, data: str) -> Dataset:
 def evaluate_artifact(
     path: str,
     data: str = "digits",
-    device: str = "cpu",
+    device: str | Any = DEFAULT_DEVICE,
     threads: int = 1,
     confidence: float = 0.95,
     limit: int | None = None,
     source: SourceModel | None = None,
     dataset: Dataset | None = None,
+    device_options: dict[str, Any] | None = None,
+    host_logits: np.ndarray | None = None,
 ) -> AccuracyRecord:
-    """Run the evaluation split through the artifact on ``device`` and through the baseline.
+    """Run the evaluation split through the artifact on ``device`` (a name or a Device) and
+    through the baseline.
 
     ``source`` and ``dataset`` let a caller that already holds them (``edgekit run``) skip
-    reloading; the source must be the one the artifact was exported from."""
-    from edgekit.bench import predict_in_child
+    reloading; the source must be the one the artifact was exported from. ``host_logits``
+    replaces the host reference of a compare-to-host device (tests perturb it)."""
+    from edgekit.machine import fingerprint
+    from edgekit.targets import runtime_versions
 
     artifact = load_artifact(path)
+    where = get_device(device, **(device_options or {})) if isinstance(device, str) else device
+    reason = where.unavailable_reason(artifact)
+    if reason:
+        raise DeviceUnavailable(f"{artifact.path.name} on {where.name}: {reason}")
     if source is None or source.digest != artifact.manifest["source"]["digest"]:
         source = source_for(artifact)
     if dataset is None:
         dataset = dataset_for(artifact, data)
     split = dataset.evaluation
     x, y = (split.x, split.y) if limit is None else (split.x[:limit], split.y[:limit])
-    # in a child process, like bench: a runtime or delegate that crashes fails this call only
-    outputs, _runtime = predict_in_child(artifact.path, x, device, threads)
+    outputs, runtime = where.predict(artifact, x, threads)
     figures = compare_on_labels(outputs, source.predict(x), y, dataset.class_names, confidence)
+    versus = None
+    if where.traits(runtime).compare_to_host:
+        if host_logits is None:
+            host_logits, reference = where.host_reference(artifact, x, threads)
+        else:
+            reference = "given by the caller"
+        versus = dict(device_vs_host(outputs, np.asarray(host_logits)), reference=reference)
+        versus["kernels"] = str(runtime.get("kernels", ""))
     return AccuracyRecord(
         artifact=str(artifact.path),
-        label=artifact.label,
-        device=device,
+        label=artifact.label + where.label_suffix(runtime),
+        device=where.name,
         dataset=dataset.name,
         **figures,
+        runtime=runtime,
+        versus_host=versus,
+        fingerprint=fingerprint(threads, runtime_versions()),
     )
 
 
 def evaluate_source(spec: str, data: str = "digits") -> dict[str, Any]:
     """The source model alone on the evaluation split (``edgekit eval`` with no artifact)."""
+    from edgekit.models import load_model
+
     source = load_model(spec)
     dataset = load_dataset(data, source.preprocess)
     logits = source.predict(dataset.evaluation.x)

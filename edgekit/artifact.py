@@ -9,6 +9,7 @@ from typing import Any
 
 from edgekit.errors import UserInputError
 from edgekit.fileio import sha256_file
+from edgekit.results import artifact_label
 
 SCHEMA_VERSION = 1
 
@@ -31,9 +32,20 @@ class Artifact:
         return self.manifest["recipe"]
 
     @property
+    def io_dtype(self) -> str:
+        return str(self.manifest["input"]["dtype"])
+
+    @property
     def label(self) -> str:
-        io = "-io8" if self.manifest["input"]["dtype"] in ("int8", "uint8") else ""
-        return f"{self.target}/{self.recipe}{io}"
+        return artifact_label(self.target, self.recipe, self.io_dtype)
+
+    @property
+    def model_name(self) -> str | None:
+        return (self.manifest.get("source") or {}).get("name")
+
+    @property
+    def size_bytes(self) -> int:
+        return int(self.manifest["file"]["size"])
 
 
 def load_artifact(path: str | Path, verify_digest: bool = True) -> Artifact:

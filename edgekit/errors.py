@@ -37,3 +37,9 @@ class UnsupportedExport(EdgekitError):
     """A target cannot export this model with this recipe (an operator, a recipe, a framework)."""
 
     exit_code = 1
+
+
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """The first line of an exception's message (runtimes' errors run to pages), or its type."""
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:limit]

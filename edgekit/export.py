@@ -18,12 +18,14 @@ from edgekit.artifact import SCHEMA_VERSION, Artifact, manifest_path
 from edgekit.data import Dataset
 from edgekit.errors import ExportRejected, UnsupportedExport, UserInputError
 from edgekit.fileio import ensure_writable_dir, sha256_file, write_json_atomic
+from edgekit.machine import fingerprint
 from edgekit.metrics import compare_outputs
-from edgekit.models import SourceModel
 from edgekit.quantize.calibration import DEFAULT_SAMPLES, CalibrationSet, sample_calibration
 from edgekit.quantize.recipes import get_recipe
-from edgekit.targets import SUFFIXES, get_target
-from edgekit.targets.base import ExportRequest
+from edgekit.results import io_suffix
+from edgekit.source import SourceModel
+from edgekit.targets import get_target, runtime_versions, suffix_of
+from edgekit.targets.base import Accelerator, ExportRequest
 from edgekit.versions import tool_versions
 
 VALIDATION_SAMPLES = 200
@@ -36,14 +38,9 @@ class ExportResult:
     seconds: float
     warnings: list[str] = field(default_factory=list)
 
-    @property
-    def validation(self) -> dict[str, Any]:
-        return self.artifact.manifest["validation"]
-
 
 def artifact_name(source: SourceModel, target: str, recipe: str, io_dtype: str = "float32") -> str:
-    io = "-io8" if io_dtype == "int8" else ""
-    return f"{source.name}-{recipe}{io}{SUFFIXES[target]}"
+    return f"{source.name}-{recipe}{io_suffix(io_dtype)}{suffix_of(target)}"
 
 
 def export_artifact(
@@ -63,8 +60,11 @@ def export_artifact(
     spec = get_recipe(recipe)
     if io_dtype not in ("float32", "int8"):
         raise UserInputError(f"unknown --io '{io_dtype}' (float32 or int8)")
-    if io_dtype == "int8" and (target != "tflite" or recipe != "int8"):
-        raise UserInputError("--io int8 applies to --target tflite --recipe int8 only")
+    if io_dtype != "float32" and (io_dtype not in plugin.io_dtypes or recipe != "int8"):
+        raise UserInputError(
+            f"--io {io_dtype} applies to --recipe int8 on a target with integer I/O, not "
+            f"{target}/{recipe}"
+        )
     reason = plugin.unsupported_reason(recipe, source, io_dtype)
     if reason:
         raise UnsupportedExport(f"{target}/{recipe}: not supported for {source.name}: {reason}")
@@ -140,12 +140,7 @@ def _manifest(
         "output": info.output.to_dict(),
         "preprocessing": source.preprocess.to_dict(),
         "class_names": list(source.preprocess.class_names),
-        "source": {
-            "name": source.name,
-            "spec": source.spec,
-            "framework": source.framework,
-            "digest": source.digest,
-        },
+        "source": source.to_manifest(),
         "calibration": None
         if calibration is None
         else {
@@ -154,7 +149,8 @@ def _manifest(
             "size": calibration.size,
         },
         "details": info.details,
-        "tool_versions": tool_versions(),
+        "tool_versions": tool_versions(runtime_versions()),
+        "fingerprint": fingerprint(versions=runtime_versions()),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
@@ -162,7 +158,7 @@ def _manifest(
 def _validate(
     plugin: Any, path: Path, manifest: dict, source: SourceModel, x: np.ndarray, spec: Any
 ) -> dict[str, Any]:
-    session = plugin.open(path, manifest, device="cpu", threads=1)
+    session = plugin.open(path, manifest, Accelerator.CPU, threads=1)
     try:
         outputs = session.predict(x)
     finally:

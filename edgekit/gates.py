@@ -1,14 +1,24 @@
-"""Regression gates: bounds on the accuracy drop, agreement and SQNR, each PASS or FAIL.
+"""Regression gates: bounds on the accuracy drop, agreement and SQNR, on the ARM-vs-x86
+difference, and on latency against a reference, each PASS or FAIL.
 
 The drop gate decides on the upper end of the bootstrap interval by default, so a gate fails
-only when the data say the drop may exceed the bound, not on one unlucky image."""
+only when the data say the drop may exceed the bound, not on one unlucky image. The latency
+gate interleaves the candidate with its reference and fails only when the *lower* end of the
+ratio's interval exceeds the bound: when the candidate is slower beyond doubt."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from edgekit.accuracy import AccuracyRecord
+from edgekit.artifact import Artifact, load_artifact
+from edgekit.bench import measure
+from edgekit.devices import DEFAULT_DEVICE, get_device
+from edgekit.errors import UserInputError
+from edgekit.latency import LatencyRecord, NoiseGuard, Protocol
+from edgekit.preprocess import Preprocess
+from edgekit.results import Results
 
 
 @dataclass(frozen=True)
@@ -20,9 +30,12 @@ class GateResult:
     bound: float
     passed: bool
     detail: str = ""
+    figures: dict[str, Any] = field(default_factory=dict)  # machine-readable extras
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        payload = asdict(self)
+        payload.update(payload.pop("figures"))
+        return payload
 
 
 def accuracy_gates(
@@ -65,6 +78,30 @@ def accuracy_gates(
     return results
 
 
+def device_vs_host_gate(record: AccuracyRecord, max_diff: float) -> GateResult:
+    """The max |device - host| logit of a compare-to-host device (arm64-emu: ARM vs x86)."""
+    figures = record.versus_host
+    if figures is None:
+        raise UserInputError(
+            f"{record.label}: device {record.device} does not compare with the host "
+            "(--max-arm-x86-diff needs --device arm64-emu)"
+        )
+    measured = float(figures["max_abs_diff"])
+    detail = (
+        f"argmax agreement {figures['argmax_agreement']:.4f}, "
+        f"{figures['outputs_differing']}/{figures['outputs']} outputs differ"
+    )
+    return GateResult(
+        record.label,
+        record.device,
+        "ARM vs x86 max |diff|",
+        measured,
+        max_diff,
+        measured <= max_diff,
+        detail,
+    )
+
+
 def format_gates(results: list[GateResult]) -> str:
     """A plain-text table (used in pytest failure messages and logs)."""
     header = ("artifact", "device", "gate", "measured", "bound", "result")
@@ -89,52 +126,142 @@ def format_gates(results: list[GateResult]) -> str:
 
 
 def run_accuracy_gates(
-    results: dict[str, Any],
+    results: Results,
     max_drop: float | None = None,
     min_agreement: float | None = None,
     min_sqnr: float | None = None,
     point_estimate: bool = False,
 ) -> list[GateResult]:
     """Accuracy gates on every row of a run's results.json that has an accuracy figure."""
-    from edgekit.recommend import row_label
-
     gates = []
-    for row in results["rows"]:
-        accuracy = row.get("accuracy")
-        if row["kind"] != "artifact" or not accuracy:
+    for row in results.rows:
+        if row.kind != "artifact" or not row.accuracy:
             continue
-        known = {f.name for f in fields(AccuracyRecord)}  # device records may carry more
-        record = AccuracyRecord(
-            **{k: v for k, v in accuracy.items() if k in known and k != "drop_ci"},
-            drop_ci=tuple(accuracy["drop_ci"]),
-        )
-        record.label = row_label(row)
+        record = AccuracyRecord.from_dict(row.accuracy)
+        record.label = row.label
         gates += accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)
     return gates
 
 
-def latency_gates(
-    results: dict[str, Any], earlier_run: str, max_regression_pct: float, history: Any = None
+def _input_shape(artifact: Artifact) -> tuple[int, ...]:
+    return Preprocess.from_dict(artifact.manifest["preprocessing"]).input_shape()
+
+
+def latency_regression(
+    candidate: str | Artifact,
+    reference: str | Artifact,
+    max_regression_pct: float,
+    device: str = DEFAULT_DEVICE,
+    threads: int = 1,
+    protocol: Protocol | None = None,
+    guard: NoiseGuard | None = None,
+    device_options: dict[str, Any] | None = None,
+    synthetic_delay_ms: float | None = None,
+) -> GateResult:
+    """``candidate`` against ``reference``, interleaved with a second session of the reference
+    (the noise band: the reference against itself). Fails when the lower end of the 95 %
+    interval of candidate/reference exceeds ``1 + max_regression_pct / 100``.
+    ``synthetic_delay_ms`` slows the candidate by a known amount (the benchmarks use it)."""
+    if max_regression_pct < 0:
+        raise UserInputError(f"--max-latency-regression must be >= 0 %, got {max_regression_pct}")
+    new = candidate if isinstance(candidate, Artifact) else load_artifact(candidate)
+    old = reference if isinstance(reference, Artifact) else load_artifact(reference)
+    if _input_shape(new) != _input_shape(old):
+        raise UserInputError(
+            f"{old.path}: its input {list(_input_shape(old))} (NCHW) is not the candidate's "
+            f"{list(_input_shape(new))}: a latency ratio of different inputs means nothing"
+        )
+    where = get_device(device, **(device_options or {}))
+    if not where.traits().latency_comparable:
+        raise UserInputError(f"--device {device}: its latency is not comparable ({where.name})")
+    protocol = protocol or Protocol(rounds=20)
+    guard = guard or NoiseGuard()
+    sides = [(old, None), (old, None), (new, synthetic_delay_ms)]
+    timers, records = [], []
+    try:
+        for artifact, delay in sides:
+            extra = {"synthetic_delay_ms": delay} if delay else {}
+            timers.append(where.timer(artifact, threads, None, protocol, 600.0, **extra))
+            records.append(LatencyRecord.for_artifact(artifact, where.name, threads))
+        result = measure(timers, records, protocol, guard)
+    finally:
+        for timer in timers:
+            timer.close()
+    failed = [r.error for r in records if r.status != "ok"]
+    if failed:
+        raise UserInputError(f"{new.path}: the latency comparison failed: {failed[0]}")
+    ratio, (low, high) = result.ratio(2, 0)
+    _, (band_low, band_high) = result.ratio(1, 0)
+    bound = 1.0 + max_regression_pct / 100.0
+    detail = (
+        f"candidate/reference {ratio:.3f} [{low:.3f}, {high:.3f}] over "
+        f"{len(result.rounds_used)} interleaved rounds; self against self "
+        f"[{band_low:.3f}, {band_high:.3f}]; p50 {records[2].stats['p50_ms']:.3f} ms vs "
+        f"{records[0].stats['p50_ms']:.3f} ms"
+    )
+    return GateResult(
+        str(new.path),
+        where.name,
+        "latency ratio, 95% lower bound",
+        low,
+        bound,
+        low <= bound,
+        detail,
+        {"ratio": ratio, "ratio_ci": [low, high], "noise_band": [band_low, band_high]},
+    )
+
+
+def run_latency_gates(
+    results: Results,
+    run_dir: Any,
+    earlier_run: str,
+    max_regression_pct: float,
+    history: Any = None,
+    across_machines: bool = False,
+    remeasure: bool = True,
+    protocol: Protocol | None = None,
 ) -> list[GateResult]:
-    """p50 of each row against the same row of an earlier run in the history."""
-    from edgekit.history import row_key, run_rows
+    """Each artifact row of a run against the same row of an earlier run in the history.
+
+    Where both artifact files still exist and the device is the host's, the two are measured
+    again now, interleaved (:func:`latency_regression`); otherwise the recorded p50s are
+    compared, only when both rows carry the same machine fingerprint (else one line naming the
+    fields that differ, unless ``across_machines``, which labels every such figure)."""
+    from pathlib import Path
+
+    from edgekit.report.history import machine_mismatch, run_rows
 
     before = run_rows(earlier_run, history)
     gates = []
-    for row in results["rows"]:
-        p50 = (row.get("latency") or {}).get("p50_ms")
-        then = before.get(row_key(row))
-        if p50 is None or not then or not then["p50_ms"]:
+    for row in results.rows:
+        then = before.get(row.key)
+        if row.kind != "artifact" or row.p50 is None or not then or not then["p50_ms"]:
             continue
-        change = 100.0 * (p50 - then["p50_ms"]) / then["p50_ms"]
-        detail = f"p50 {then['p50_ms']:.3f} ms in {earlier_run} -> {p50:.3f} ms"
-        if row.get("disturbed"):
-            detail += " (this measurement was disturbed by other processes)"
+        current = Path(run_dir) / row.artifact if row.artifact else None
+        previous = Path(then["artifact_path"]) if then.get("artifact_path") else None
+        host = row.traits.get("where") == "host" and row.latency_comparable
+        if remeasure and host and current and previous and current.is_file() and previous.is_file():
+            gate = latency_regression(
+                current, previous, max_regression_pct, str(row.device), row.threads or 1, protocol
+            )
+            gates.append(GateResult(row.key, gate.device, gate.gate, gate.measured, gate.bound,
+                                    gate.passed, gate.detail, gate.figures))  # fmt: skip
+            continue
+        mismatch = machine_mismatch(row.fingerprint, then["fingerprint"], f"{row.key}")
+        if mismatch and not across_machines:
+            raise UserInputError(mismatch)
+        change = 100.0 * (row.p50 - then["p50_ms"]) / then["p50_ms"]
+        detail = (
+            f"recorded p50 {then['p50_ms']:.3f} ms in {earlier_run} -> {row.p50:.3f} ms "
+            "(two moments, not interleaved: no interval)"
+        )
+        if mismatch:
+            detail += f"; ACROSS MACHINES: {mismatch.split('(')[1].split(')')[0]}"
         gates.append(
             GateResult(
-                row_key(row),
-                str(row.get("device")),
-                "p50 regression (%)",
+                row.key,
+                str(row.device),
+                "p50 regression (%), recorded",
                 change,
                 max_regression_pct,
                 change <= max_regression_pct,

@@ -24,3 +24,15 @@ def compare_outputs(reference: np.ndarray, test: np.ndarray) -> dict[str, float]
         "sqnr_db": sqnr_db(reference, test),
         "samples": len(reference),
     }
+
+
+def device_vs_host(device: np.ndarray, host: np.ndarray) -> dict[str, float]:
+    """How far a device's logits (the aarch64 kernels) are from the host's on the same inputs."""
+    diff = np.abs(np.asarray(device, dtype=np.float64) - np.asarray(host, dtype=np.float64))
+    return {
+        "max_abs_diff": float(diff.max()) if diff.size else 0.0,
+        "mean_abs_diff": float(diff.mean()) if diff.size else 0.0,
+        "argmax_agreement": float(np.mean(device.argmax(1) == host.argmax(1))),
+        "outputs_differing": int(np.count_nonzero(diff)),
+        "outputs": int(diff.size),
+    }

@@ -14,59 +14,14 @@ import importlib
 import pickle
 import sys
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from edgekit.errors import UserInputError
-from edgekit.preprocess import Preprocess
-
-DEFAULT_MODEL = "digits-mobilenet"
-
-
-@dataclass
-class SourceModel:
-    """The fp32 classifier to export. ``framework`` is ``torch`` or ``keras``."""
-
-    name: str
-    framework: str
-    module: Any
-    preprocess: Preprocess
-    digest: str
-    spec: str
-    max_batch: int = 256  # an ExportedProgram with a static batch dimension runs that batch only
-
-    def example_input(self, batch: int = 1) -> np.ndarray:
-        """A deterministic NCHW float32 input of the model's shape."""
-        rng = np.random.default_rng(0)
-        return rng.standard_normal(self.preprocess.input_shape(batch)).astype(np.float32)
-
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        """Logits for NCHW float32 inputs, in the model's own framework on the host CPU."""
-        outputs = []
-        for start in range(0, len(x), self.max_batch):
-            chunk = x[start : start + self.max_batch]
-            if self.framework == "torch":
-                import torch
-
-                with torch.no_grad():
-                    outputs.append(self.module(torch.from_numpy(chunk)).numpy())
-            else:
-                if self.preprocess.layout == "NHWC":
-                    chunk = chunk.transpose(0, 2, 3, 1)
-                outputs.append(np.asarray(self.module(chunk, training=False)))
-        return np.concatenate(outputs).astype(np.float32)
-
-
-def torch_digest(module: Any) -> str:
-    """sha256 over the state dict's names and tensor bytes, in order."""
-    digest = hashlib.sha256()
-    for name, tensor in module.state_dict().items():
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()
+from edgekit import zoo
+from edgekit.errors import UserInputError, first_line
+from edgekit.preprocess import Preprocess, preprocess_from_config
+from edgekit.source import SourceModel, torch_digest
+from edgekit.zoo import DEFAULT_MODEL
 
 
 def load_model(
@@ -76,13 +31,11 @@ def load_model(
     quiet: bool = False,
 ) -> SourceModel:
     """Resolve a model spec (see the module docstring) to a :class:`SourceModel`."""
-    from edgekit import zoo
-
     name = spec.removeprefix("zoo:")
     if name in zoo.ZOO:
         if weights is not None:
             raise UserInputError(f"{spec}: zoo models bring their own weights; drop --weights")
-        return zoo.load_zoo_model(name, quiet=quiet)
+        return load_zoo_model(name, quiet=quiet)
     if spec.startswith("zoo:"):
         raise UserInputError(f"{spec}: no such zoo model (have: {', '.join(zoo.ZOO)})")
     path = Path(spec)
@@ -103,30 +56,16 @@ def _preprocess_from(
     module: Any, input_shape: tuple[int, int, int] | None, spec: str
 ) -> Preprocess:
     """Preprocessing from the module's ``edgekit_preprocess`` dict, else from ``input_shape``."""
-    config = dict(getattr(module, "edgekit_preprocess", {}) or {})
+    config = getattr(module, "edgekit_preprocess", None) or {}
+    if not isinstance(config, dict):
+        raise UserInputError(
+            f"{spec}: edgekit_preprocess must be a dict, got {type(config).__name__}"
+        )
+    config = dict(config)
     if input_shape is not None:
         channels, height, width = input_shape
         config.update(channels=channels, input_size=(height, width))
-    if "channels" not in config or "input_size" not in config:
-        raise UserInputError(
-            f"{spec}: cannot tell the model's input shape; pass --input-shape C,H,W "
-            "or set an edgekit_preprocess dict on the module"
-        )
-    channels = int(config["channels"])
-    num_classes = config.get("num_classes")
-    names = config.get("class_names")
-    if names is None:
-        if num_classes is None:
-            raise UserInputError(f"{spec}: set class_names or num_classes in edgekit_preprocess")
-        names = [f"class_{index}" for index in range(int(num_classes))]
-    return Preprocess(
-        input_size=tuple(int(v) for v in config["input_size"]),
-        channels=channels,
-        mean=tuple(config.get("mean", (0.0,) * channels)),
-        std=tuple(config.get("std", (1.0,) * channels)),
-        class_names=tuple(str(n) for n in names),
-        layout=config.get("layout", "NCHW"),
-    )
+    return preprocess_from_config(config, f"{spec}: edgekit_preprocess")
 
 
 def _load_factory(
@@ -151,7 +90,14 @@ def _load_factory(
         _load_state_dict(module, Path(weights))
     module.eval()
     preprocess = _preprocess_from(module, input_shape, spec)
-    return SourceModel(attr, "torch", module, preprocess, torch_digest(module), spec)
+    options: dict[str, Any] = {}
+    if weights is not None:
+        options["weights"] = str(Path(weights).resolve())
+    if input_shape is not None:
+        options["input_shape"] = list(input_shape)
+    return SourceModel(
+        attr, "torch", module, preprocess, torch_digest(module), spec, load_options=options
+    )
 
 
 def _load_state_dict(module: Any, path: Path) -> None:
@@ -169,7 +115,7 @@ def _load_state_dict(module: Any, path: Path) -> None:
         ) from None
     except (RuntimeError, OSError, EOFError, zipfile.BadZipFile) as exc:
         raise UserInputError(
-            f"{path}: not a readable torch state dict ({_first_line(exc)})"
+            f"{path}: not a readable torch state dict ({first_line(exc)})"
         ) from None
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]
@@ -179,7 +125,7 @@ def _load_state_dict(module: Any, path: Path) -> None:
         module.load_state_dict(state)
     except RuntimeError as exc:
         raise UserInputError(
-            f"{path}: state dict does not fit the model ({_first_line(exc)})"
+            f"{path}: state dict does not fit the model ({first_line(exc)})"
         ) from None
 
 
@@ -192,7 +138,7 @@ def _load_exported_program(path: Path) -> SourceModel:
         program = torch.export.load(str(path))
     except Exception as exc:
         raise UserInputError(
-            f"{path}: not a loadable ExportedProgram ({_first_line(exc)})"
+            f"{path}: not a loadable ExportedProgram ({first_line(exc)})"
         ) from None
     placeholders = [
         node for node in program.graph.nodes if node.op == "placeholder" and "val" in node.meta
@@ -225,7 +171,7 @@ def _load_keras(path: Path) -> SourceModel:
 
         model = keras.saving.load_model(str(path), compile=False, safe_mode=True)
     except Exception as exc:
-        raise UserInputError(f"{path}: not a loadable Keras model ({_first_line(exc)})") from None
+        raise UserInputError(f"{path}: not a loadable Keras model ({first_line(exc)})") from None
     shape = model.input_shape
     if isinstance(shape, list) or len(shape) != 4:
         raise UserInputError(f"{path}: expected one NHWC image input, found {shape}")
@@ -245,6 +191,25 @@ def _load_keras(path: Path) -> SourceModel:
     return SourceModel(path.stem, "keras", model, preprocess, digest, str(path))
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:200]
+def load_zoo_model(name: str, quiet: bool = False) -> SourceModel:
+    """Build a zoo model; trained entries load cached weights or train them once."""
+    entry = zoo.ZOO[name]
+    module = entry.build()
+    if entry.trained_on is not None:
+        from edgekit.training import trained_state_dict
+
+        module.load_state_dict(trained_state_dict(entry, quiet=quiet))
+    module.eval()
+    return SourceModel(name, "torch", module, entry.preprocess, torch_digest(module), f"zoo:{name}")
+
+
+def reload_model(info: dict[str, Any], quiet: bool = True) -> SourceModel:
+    """The source model a manifest or request describes (spec + its load options)."""
+    options = info.get("load_options") or {}
+    shape = options.get("input_shape")
+    return load_model(
+        info["spec"],
+        weights=options.get("weights"),
+        input_shape=None if shape is None else tuple(shape),
+        quiet=quiet,
+    )

@@ -1,20 +1,27 @@
-"""Native runtimes (LiteRT, TensorFlow, ExecuTorch) log straight to file descriptor 2, around
-Python's ``sys.stderr``. ``quiet_native`` captures fd 2 for a block, drops the known harmless
-lines and passes everything else through, so real errors still reach the user."""
+"""Every filter of the libraries' log chatter, in one place. Standard library only (the arm64
+guest runs it).
+
+Native runtimes (LiteRT, TensorFlow, ExecuTorch) log straight to file descriptor 2, around
+Python's ``sys.stderr``: ``quiet_native`` captures fd 2 for a block, drops the known harmless
+lines and passes everything else through, so real errors still reach the user. The Python side
+(warnings, loggers, progress bars printed to stdout) is ``quiet_python``."""
 
 from __future__ import annotations
 
 import contextlib
+import io
+import logging
 import os
 import re
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 # Lines LiteRT, TensorFlow, torchao and litert-torch write straight to fd 2 on every run. They
 # are dropped; anything else written while a converter or runtime works is passed through.
-NOISE = re.compile(
+CHATTER = re.compile(
     "|".join(
         (
             r"Created TensorFlow Lite XNNPACK delegate for CPU",
@@ -68,6 +75,58 @@ def quiet_native() -> Iterator[Captured]:
             os.close(saved)
             sink.seek(0)
             captured.lines.extend(sink.read().decode(errors="replace").splitlines())
-            kept = [line for line in captured.lines if line.strip() and not NOISE.search(line)]
+            kept = [line for line in captured.lines if line.strip() and not CHATTER.search(line)]
             if captured.echo and kept:
                 sys.stderr.write("\n".join(kept) + "\n")
+
+
+@contextlib.contextmanager
+def quiet_python(
+    env: dict[str, str] | None = None,
+    loggers: tuple[str, ...] = (),
+    messages: tuple[str, ...] = (),
+    stdout: bool = False,
+) -> Iterator[None]:
+    """Silence known Python-side chatter for a block: set ``env`` (a library's progress switch),
+    raise ``loggers`` to ERROR, ignore FutureWarning/DeprecationWarning and warnings matching
+    ``messages``, and (``stdout``) swallow what the block prints to ``sys.stdout``."""
+    saved_env = {key: os.environ.get(key) for key in env or {}}
+    os.environ.update(env or {})
+    levels = {name: logging.getLogger(name).level for name in loggers}
+    for name in loggers:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    sink = contextlib.redirect_stdout(io.StringIO()) if stdout else contextlib.nullcontext()
+    try:
+        with warnings.catch_warnings(), sink:
+            warnings.filterwarnings("ignore", category=FutureWarning)
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            for message in messages:
+                warnings.filterwarnings("ignore", message=message)
+            yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+class DropMessages(logging.Filter):
+    """Drops log records whose message contains one of ``fragments`` (known-harmless noise)."""
+
+    def __init__(self, *fragments: str) -> None:
+        super().__init__()
+        self.fragments = fragments
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(fragment in message for fragment in self.fragments)
+
+
+def drop_log_messages(logger: str, *fragments: str) -> None:
+    """Install (once) a filter on ``logger`` that drops records containing ``fragments``."""
+    target = logging.getLogger(logger)
+    if not any(isinstance(f, DropMessages) for f in target.filters):
+        target.addFilter(DropMessages(*fragments))

@@ -90,3 +90,64 @@ def resize_images(images: np.ndarray, size: tuple[int, int]) -> np.ndarray:
                 plane.resize((width, height), Image.Resampling.BILINEAR)
             )
     return out
+
+
+LAYOUTS = ("NCHW", "NHWC")
+
+
+def preprocess_from_config(config: dict[str, Any], where: str) -> Preprocess:
+    """A Preprocess from a user's dict (``edgekit_preprocess``, a manifest, ``edgekit.toml``),
+    every field checked: a wrong type is one line naming ``where`` and the field."""
+    from edgekit.errors import UserInputError
+
+    def fail(message: str) -> UserInputError:
+        return UserInputError(f"{where}: {message}")
+
+    if "channels" not in config or "input_size" not in config:
+        raise UserInputError(
+            f"{where.split(':')[0]}: cannot tell the model's input shape; pass --input-shape "
+            "C,H,W or set an edgekit_preprocess dict on the module"
+        )
+    channels = config["channels"]
+    if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
+        raise fail(f"'channels' must be a positive integer, got {channels!r}")
+    size = config["input_size"]
+    if (
+        not isinstance(size, (list, tuple))
+        or len(size) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in size)
+    ):
+        raise fail(f"'input_size' must be two positive integers (height, width), got {size!r}")
+    stats = {}
+    for key, default in (("mean", 0.0), ("std", 1.0)):
+        values = config.get(key, (default,) * channels)
+        if isinstance(values, (int, float)) and not isinstance(values, bool):
+            values = (values,) * channels
+        if (
+            not isinstance(values, (list, tuple))
+            or len(values) != channels
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        ):
+            raise fail(f"'{key}' must be {channels} number(s), one per channel, got {values!r}")
+        if key == "std" and any(v <= 0 for v in values):
+            raise fail(f"'std' must be positive, got {values!r}")
+        stats[key] = tuple(float(v) for v in values)
+    names = config.get("class_names")
+    if names is None:
+        count = config.get("num_classes")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise fail("set 'class_names' (a list) or 'num_classes' (a positive integer)")
+        names = [f"class_{index}" for index in range(count)]
+    if not isinstance(names, (list, tuple)) or not names:
+        raise fail(f"'class_names' must be a non-empty list, got {type(names).__name__}")
+    layout = config.get("layout", "NCHW")
+    if layout not in LAYOUTS:
+        raise fail(f"'layout' must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    return Preprocess(
+        input_size=(int(size[0]), int(size[1])),
+        channels=int(channels),
+        mean=stats["mean"],
+        std=stats["std"],
+        class_names=tuple(str(n) for n in names),
+        layout=layout,
+    )

@@ -57,3 +57,40 @@ def latency_summary(samples_ms: np.ndarray, trim: float = 0.1) -> dict[str, floa
         "max_ms": float(values.max()),
         "trimmed_mean_ms": float(stats.trim_mean(values, trim)),
     }
+
+
+def paired_ratio(
+    numerator_rounds: list[float] | np.ndarray,
+    denominator_rounds: list[float] | np.ndarray,
+    confidence: float = 0.95,
+) -> tuple[float, tuple[float, float]]:
+    """Ratio of two interleaved latencies and its interval, from paired rounds: the geometric
+    mean of the per-round ratios, with a t-interval on their logarithms (``scipy.stats.ttest_1samp``
+    on log ratios: rounds are the independent units, both sides of a round saw the same machine)."""
+    a = np.asarray(numerator_rounds, dtype=np.float64)
+    b = np.asarray(denominator_rounds, dtype=np.float64)
+    logs = np.log(a / b)
+    centre = float(np.exp(logs.mean()))
+    if len(logs) < 2 or float(np.ptp(logs)) == 0.0:
+        return centre, (centre, centre)
+    interval = stats.ttest_1samp(logs, 0.0).confidence_interval(confidence)
+    return centre, (float(np.exp(interval.low)), float(np.exp(interval.high)))
+
+
+def median_interval(
+    values: list[float] | np.ndarray, confidence: float = 0.95, seed: int = BOOTSTRAP_SEED
+) -> tuple[float, float]:
+    """A percentile-bootstrap interval of the median (of per-round latencies)."""
+    data = np.asarray(values, dtype=np.float64)
+    if len(data) < 2 or float(np.ptp(data)) == 0.0:
+        centre = float(np.median(data)) if len(data) else float("nan")
+        return centre, centre
+    result = stats.bootstrap(
+        (data,),
+        np.median,
+        confidence_level=confidence,
+        n_resamples=BOOTSTRAP_RESAMPLES,
+        method="percentile",
+        random_state=np.random.default_rng(seed),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from edgekit.devices import DEFAULT_DEVICE
+
 
 def assert_accuracy_drop(
     artifact: str | Path,
@@ -28,7 +30,7 @@ def assert_accuracy_drop(
     max_drop: float = 1.0,
     min_agreement: float | None = None,
     min_sqnr: float | None = None,
-    device: str = "cpu",
+    device: str = DEFAULT_DEVICE,
     point_estimate: bool = False,
 ) -> Any:
     """Evaluate ``artifact`` against its baseline and fail the test when a gate does not hold.
@@ -59,12 +61,13 @@ def check_record(
 
 @pytest.fixture(scope="session")
 def edgekit_eval() -> Callable[..., Any]:
-    """``edgekit_eval(artifact, data="digits", device="cpu")`` -> AccuracyRecord, cached."""
+    """``edgekit_eval(artifact, data="digits", device=DEFAULT_DEVICE)`` -> AccuracyRecord,
+    cached."""
     from edgekit.accuracy import evaluate_artifact
 
     cache: dict[tuple[str, str, str], Any] = {}
 
-    def evaluate(artifact: str | Path, data: str = "digits", device: str = "cpu") -> Any:
+    def evaluate(artifact: str | Path, data: str = "digits", device: str = DEFAULT_DEVICE) -> Any:
         key = (str(artifact), data, device)
         if key not in cache:
             cache[key] = evaluate_artifact(str(artifact), data, device)

@@ -1,29 +1,12 @@
-"""Versions of the packages edgekit exports and runs with, read from installed metadata."""
+"""Versions of the packages edgekit itself runs on, read from installed metadata. Each target
+lists its own packages (``Target.packages``; ``edgekit.targets.runtime_versions``)."""
 
 from __future__ import annotations
 
 import platform
 from importlib import metadata
 
-PACKAGES = (
-    "edgekit",
-    "torch",
-    "torchao",
-    "executorch",
-    "litert-torch",
-    "ai-edge-litert",
-    "litert-converter",
-    "ai-edge-quantizer",
-    "onnx",
-    "onnxscript",
-    "onnxruntime",
-    "onnxruntime-gpu",
-    "tensorflow-cpu",
-    "tensorflow",
-    "keras",
-    "tflite-runtime",
-    "numpy",
-)
+CORE_PACKAGES = ("edgekit", "torch", "numpy", "scipy")
 
 
 def package_version(name: str) -> str | None:
@@ -33,10 +16,12 @@ def package_version(name: str) -> str | None:
         return None
 
 
-def tool_versions() -> dict[str, str]:
+def tool_versions(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Python and edgekit's core packages, plus ``extra`` (the targets' runtime versions)."""
     versions = {"python": platform.python_version()}
-    for name in PACKAGES:
+    for name in CORE_PACKAGES:
         version = package_version(name)
         if version is not None:
             versions[name] = version
+    versions.update(extra or {})
     return versions

@@ -1,9 +1,11 @@
-"""The child process every cpu/gpu measurement runs in, so a runtime or delegate that crashes
-or hangs becomes a failed row instead of a dead report.
+"""The child process every host measurement runs in, so a runtime or delegate that crashes or
+hangs becomes a failed row instead of a dead report.
 
-Reads one JSON request on stdin, writes one JSON result on stdout (after a marker line, since
-runtimes print to stdout too). Modes: ``bench`` (latency protocol), ``predict`` (logits for an
-.npy of inputs, written to an .npy), ``baseline`` (the source model in its own framework)."""
+One JSON request on stdin. Mode ``predict`` writes logits for an .npy of inputs to an .npy and
+exits. Mode ``serve`` loads a session (an artifact, or the ``baseline``: the source model in its
+own framework), warms it up, then answers commands line by line: ``{"cmd": "block", "runs": N}``
+times N single invokes; ``{"cmd": "close"}`` ends it. Replies are JSON lines on the original
+stdout; the libraries' own prints go to stderr."""
 
 from __future__ import annotations
 
@@ -17,150 +19,194 @@ from typing import Any
 
 import numpy as np
 
-RESULT_MARKER = "@@edgekit-result@@"
+from edgekit.loop import first_invoke_ms, timed_block, warm_up
 
 
-def _peak_rss_mb() -> float:
+def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
-def timed_loop(
-    invoke: Any, staged: Any, protocol: dict[str, Any], sync: Any = None
-) -> dict[str, Any]:
-    """Warm-up, then time single invokes until both the minimum count and time are reached."""
-    from edgekit.noise import ForeignCpu
+class Runnable:
+    """What serve times: ``invoke(staged)`` plus an optional device ``sync``."""
 
-    for _ in range(protocol["warmup"]):
-        invoke(staged)
-    if sync:
-        sync()
-    samples: list[float] = []
-    guard = ForeignCpu()
-    guard.start()
-    started = time.perf_counter()
-    clock = time.perf_counter_ns
-    while True:
-        begin = clock()
-        invoke(staged)
-        if sync:
-            sync()
-        samples.append((clock() - begin) / 1e6)
-        elapsed = time.perf_counter() - started
-        enough = len(samples) >= protocol["min_runs"] and elapsed >= protocol["min_seconds"]
-        if enough or elapsed >= protocol["max_seconds"] or len(samples) >= protocol["max_runs"]:
-            break
-    return {"samples_ms": samples, "foreign_cpu": guard.stop(), "loop_seconds": elapsed}
+    def __init__(
+        self, invoke: Any, staged: Any, runtime: dict, sync: Any = None, close: Any = None
+    ):
+        self.invoke, self.staged, self.runtime, self.sync = invoke, staged, runtime, sync
+        self._close = close
+
+    def close(self) -> None:
+        if self._close:
+            self._close()
 
 
-def _bench_artifact(request: dict[str, Any]) -> dict[str, Any]:
+def _artifact_runnable(request: dict[str, Any]) -> Runnable:
     from edgekit.artifact import load_artifact
+    from edgekit.native import quiet_native
     from edgekit.targets import get_target
+    from edgekit.targets.session import Accelerator
 
     artifact = load_artifact(request["artifact"], verify_digest=False)
     target = get_target(artifact.target)
-    started = time.perf_counter()
-    session = target.open(artifact.path, artifact.manifest, request["device"], request["threads"])
-    load_ms = (time.perf_counter() - started) * 1e3
+    with quiet_native():
+        session = target.open(
+            artifact.path,
+            artifact.manifest,
+            Accelerator(request["accelerator"]),
+            request["threads"],
+            **request.get("session_options", {}),
+        )
     sample = np.load(request["input"]) if request.get("input") else None
     if sample is None:
         from edgekit.preprocess import Preprocess
 
         pre = Preprocess.from_dict(artifact.manifest["preprocessing"])
         sample = np.random.default_rng(0).standard_normal(pre.input_shape()).astype(np.float32)
-    staged = session.stage(sample)
-    begin = time.perf_counter()
-    session.invoke(staged)
-    first_ms = (time.perf_counter() - begin) * 1e3
-    result = timed_loop(session.invoke, staged, request["protocol"])
-    result.update(load_ms=load_ms, first_ms=first_ms, runtime=dict(session.info))
-    session.close()
-    return result
+    return Runnable(session.invoke, session.stage(sample), dict(session.info), close=session.close)
 
 
-def _predict_artifact(request: dict[str, Any]) -> dict[str, Any]:
+def _baseline_runnable(request: dict[str, Any]) -> Runnable:
+    import torch
+
+    from edgekit.models import reload_model
+
+    torch.set_num_threads(request["threads"])
+    source = reload_model(request["source"])
+    use_cuda = source.framework == "torch" and torch.cuda.is_available() and request["cuda"]
+    sample = np.load(request["input"]) if request.get("input") else source.example_input()
+    if source.framework != "torch":
+        staged = sample.transpose(0, 2, 3, 1) if source.preprocess.layout == "NHWC" else sample
+        name = "keras" if source.framework == "keras" else f"{source.framework} (its runtime)"
+        invoke = (
+            (lambda x: source.module(x, training=False))
+            if source.framework == "keras"
+            else source.module
+        )
+        return Runnable(invoke, staged, {"runtime": name, "device": "host CPU"})
+    device = torch.device("cuda" if use_cuda else "cpu")
+    module = source.module.to(device)
+
+    def invoke(x: Any) -> Any:
+        with torch.no_grad():
+            return module(x)
+
+    where = f"CUDA ({torch.cuda.get_device_name(0)})" if use_cuda else "host CPU"
+    runtime = {"runtime": f"torch {torch.__version__} eager", "device": where}
+    sync = torch.cuda.synchronize if use_cuda else None
+    return Runnable(invoke, torch.from_numpy(sample).to(device), runtime, sync)
+
+
+def _with_delay(runnable: Runnable, delay_ms: float) -> Runnable:
+    """A candidate of known extra cost: a busy wait of ``delay_ms`` after each invoke (the
+    benchmarks measure how well a latency gate catches it)."""
+    inner = runnable.invoke
+
+    def slower(x: Any) -> Any:
+        result = inner(x)
+        until = time.perf_counter() + delay_ms / 1e3
+        while time.perf_counter() < until:
+            pass
+        return result
+
+    runnable.invoke = slower
+    runnable.runtime["synthetic_delay_ms"] = delay_ms
+    return runnable
+
+
+def serve(request: dict[str, Any], reply: Any) -> None:
+    from edgekit.interference import ForeignCpu
+
+    started = time.perf_counter()
+    maker = _baseline_runnable if request["what"] == "baseline" else _artifact_runnable
+    runnable = maker(request)
+    if request.get("synthetic_delay_ms"):
+        runnable = _with_delay(runnable, float(request["synthetic_delay_ms"]))
+    load_ms = (time.perf_counter() - started) * 1e3
+    first_ms = first_invoke_ms(runnable.invoke, runnable.staged, runnable.sync)
+    warm_ms = warm_up(runnable.invoke, runnable.staged, request["warmup"], runnable.sync)
+    runtime = dict(runnable.runtime, threads=request["threads"])
+    reply({"event": "ready", "load_ms": load_ms, "first_ms": first_ms, "warm_ms": warm_ms,
+           "runtime": runtime})  # fmt: skip
+    for line in sys.stdin:
+        command = json.loads(line)
+        if command["cmd"] == "close":
+            break
+        crash_for_test(
+            request.get("crash_for_test") or os.environ.get("EDGEKIT_TEST_CRASH"), "block"
+        )
+        guard = ForeignCpu()
+        guard.start()
+        samples = timed_block(runnable.invoke, runnable.staged, command["runs"], runnable.sync)
+        reading = guard.stop()
+        reply(
+            {
+                "event": "block",
+                "samples_ms": samples,
+                "foreign": None if reading is None else reading.foreign,
+                "steal": None if reading is None else reading.steal,
+            }
+        )
+    runnable.close()
+    reply({"event": "closed", "peak_rss_mb": peak_rss_mb()})
+
+
+def predict(request: dict[str, Any]) -> dict[str, Any]:
     from edgekit.artifact import load_artifact
+    from edgekit.native import quiet_native
     from edgekit.targets import get_target
+    from edgekit.targets.session import Accelerator
 
     artifact = load_artifact(request["artifact"], verify_digest=False)
-    session = get_target(artifact.target).open(
-        artifact.path, artifact.manifest, request["device"], request["threads"]
-    )
+    with quiet_native():
+        session = get_target(artifact.target).open(
+            artifact.path,
+            artifact.manifest,
+            Accelerator(request["accelerator"]),
+            request["threads"],
+            **request.get("session_options", {}),
+        )
     outputs = session.predict(np.load(request["input"]))
     np.save(request["output"], outputs)
     info = dict(session.info)
     session.close()
-    return {"runtime": info, "shape": list(outputs.shape)}
+    return {"event": "done", "runtime": info, "shape": list(outputs.shape)}
 
 
-def _bench_baseline(request: dict[str, Any]) -> dict[str, Any]:
-    import torch
+def crash_for_test(kind: str | None, moment: str) -> None:
+    """Lets the tests prove isolation: ``segfault`` or ``hang`` when the child starts,
+    ``segfault-in-block`` / ``hang-in-block`` in the first timed block (``EDGEKIT_TEST_CRASH``)."""
+    if not kind or kind.endswith("-in-block") != (moment == "block"):
+        return
+    if kind.startswith("segfault"):
+        import ctypes
 
-    from edgekit.models import load_model
-
-    torch.set_num_threads(request["threads"])
-    started = time.perf_counter()
-    source = load_model(request["model"], quiet=True)
-    use_cuda = (
-        source.framework == "torch" and torch.cuda.is_available() and request["device"] != "cpu"
-    )
-    sample = np.load(request["input"]) if request.get("input") else source.example_input()
-    sync = None
-    if source.framework == "torch":
-        device = torch.device("cuda" if use_cuda else "cpu")
-        module = source.module.to(device)
-        staged = torch.from_numpy(sample).to(device)
-        if use_cuda:
-            sync = torch.cuda.synchronize
-
-        def invoke(x: Any) -> Any:
-            with torch.no_grad():
-                return module(x)
-
-        where = f"CUDA ({torch.cuda.get_device_name(0)})" if use_cuda else "host CPU"
-        runtime = {"runtime": f"torch {torch.__version__} eager", "device": where}
-    else:
-        staged = sample.transpose(0, 2, 3, 1) if source.preprocess.layout == "NHWC" else sample
-
-        def invoke(x: Any) -> Any:
-            return source.module(x, training=False)
-
-        runtime = {"runtime": "keras", "device": "host CPU"}
-    load_ms = (time.perf_counter() - started) * 1e3
-    begin = time.perf_counter()
-    invoke(staged)
-    if sync:
-        sync()
-    first_ms = (time.perf_counter() - begin) * 1e3
-    result = timed_loop(invoke, staged, request["protocol"], sync)
-    runtime["threads"] = request["threads"]
-    result.update(load_ms=load_ms, first_ms=first_ms, runtime=runtime)
-    return result
-
-
-MODES = {"bench": _bench_artifact, "predict": _predict_artifact, "baseline": _bench_baseline}
+        ctypes.string_at(0)
+    if kind.startswith("hang"):
+        time.sleep(3600)
 
 
 def main() -> None:
     warnings.filterwarnings("ignore")
-    request = json.loads(sys.stdin.read())
-    if request.get("crash_for_test") == "segfault":  # lets the tests prove isolation
-        import ctypes
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # whatever a library prints goes to stderr, not into the replies
 
-        ctypes.string_at(0)
-    if request.get("crash_for_test") == "hang":
-        time.sleep(3600)
+    def reply(payload: dict[str, Any]) -> None:
+        protocol.write(json.dumps(payload) + "\n")
+        protocol.flush()
+
+    request = json.loads(sys.stdin.readline())
+    crash_for_test(request.get("crash_for_test") or os.environ.get("EDGEKIT_TEST_CRASH"), "start")
     try:
-        result = MODES[request["mode"]](request)
-        result["status"] = "ok"
+        if request["mode"] == "serve":
+            serve(request, reply)
+        else:
+            reply(predict(request))
     except Exception as exc:  # reported as a failed row by the parent
-        from edgekit.errors import EdgekitError
+        from edgekit.errors import EdgekitError, first_line
 
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        error = first if isinstance(exc, EdgekitError) else f"{type(exc).__name__}: {first}"
-        result = {"status": "failed", "error": error, "error_type": type(exc).__name__}
-    result["peak_rss_mb"] = _peak_rss_mb()
-    sys.stdout.flush()
-    os.write(1, (f"\n{RESULT_MARKER}\n" + json.dumps(result) + "\n").encode())
+        message = first_line(exc, 300)
+        error = message if isinstance(exc, EdgekitError) else f"{type(exc).__name__}: {message}"
+        reply({"event": "error", "error": error, "error_type": type(exc).__name__})
 
 
 if __name__ == "__main__":

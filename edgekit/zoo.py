@@ -9,12 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from edgekit.models import SourceModel, torch_digest
 from edgekit.preprocess import Preprocess
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 IMAGENET_CLASSES = tuple(f"class_{index}" for index in range(1000))
+
+
+DEFAULT_MODEL = "digits-mobilenet"
 
 
 @dataclass(frozen=True)
@@ -94,15 +96,3 @@ register(
         trained_on=None,
     )
 )
-
-
-def load_zoo_model(name: str, quiet: bool = False) -> SourceModel:
-    """Build a zoo model; trained entries load cached weights or train them once."""
-    entry = ZOO[name]
-    module = entry.build()
-    if entry.trained_on is not None:
-        from edgekit.training import trained_state_dict
-
-        module.load_state_dict(trained_state_dict(entry, quiet=quiet))
-    module.eval()
-    return SourceModel(name, "torch", module, entry.preprocess, torch_digest(module), f"zoo:{name}")

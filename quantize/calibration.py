@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgekit.data import Dataset
+from edgekit.data import Dataset, Split
 from edgekit.errors import UserInputError
 
 DEFAULT_SAMPLES = 200
@@ -34,3 +34,13 @@ def sample_calibration(dataset: Dataset, samples: int = DEFAULT_SAMPLES) -> Cali
     order = np.random.default_rng(CALIBRATION_SEED).permutation(len(pool))[:samples]
     x = np.ascontiguousarray(pool[np.sort(order)])
     return CalibrationSet(x, hashlib.sha256(x.tobytes()).hexdigest(), dataset.name)
+
+
+def selection_slice(dataset: Dataset, calibration_samples: int = DEFAULT_SAMPLES) -> Split:
+    """The calibration half's images that calibration did not draw: disjoint from both the
+    calibration samples and the evaluation half, for choices (which layers to keep float) whose
+    result the evaluation half then reports without bias."""
+    pool = dataset.calibration
+    drawn = np.random.default_rng(CALIBRATION_SEED).permutation(len(pool))[:calibration_samples]
+    rest = np.setdiff1d(np.arange(len(pool)), drawn)
+    return Split(np.ascontiguousarray(pool.x[rest]), pool.y[rest])

@@ -1,18 +1,23 @@
-"""Export targets, one module each, registered by name (``tflite``, ``executorch``, ``onnx``)."""
+"""Export targets, one package each, registered by name. The table below is the one place that
+names them; each package's ``__init__`` defines and registers its :class:`Target`."""
 
 from __future__ import annotations
 
 import importlib
+from importlib import metadata
+from typing import Any
 
 from edgekit.errors import UserInputError
+from edgekit.plugins import load_plugins
 
-# name -> module that defines and registers it; imported lazily (each pulls a heavy runtime)
-TARGET_MODULES = {
-    "tflite": "edgekit.targets.tflite",
-    "executorch": "edgekit.targets.executorch",
-    "onnx": "edgekit.targets.onnx",
+# name -> (package that defines and registers it, artifact suffix); imported lazily
+TARGET_MODULES: dict[str, tuple[str, str]] = {
+    "tflite": ("edgekit.targets.tflite", ".tflite"),
+    "executorch": ("edgekit.targets.executorch", ".pte"),
+    "onnx": ("edgekit.targets.onnx", ".onnx"),
 }
-_REGISTRY: dict[str, object] = {}
+DEFAULT_TARGET = "tflite"  # what ``edgekit export`` makes unless told otherwise
+_REGISTRY: dict[str, Any] = {}
 
 
 def register(target_class: type) -> type:
@@ -21,17 +26,29 @@ def register(target_class: type) -> type:
     return target_class
 
 
-def get_target(name: str) -> object:
+def add_target(name: str, module: str, suffix: str) -> None:
+    """Register a target package defined outside edgekit (a plugin, or a test's)."""
+    TARGET_MODULES[name] = (module, suffix)
+
+
+def target_names() -> list[str]:
+    load_plugins()
+    return list(TARGET_MODULES)
+
+
+def get_target(name: str) -> Any:
+    load_plugins()
     if name not in TARGET_MODULES:
         raise UserInputError(
             f"unknown target '{name}' (choose from {', '.join(TARGET_MODULES)}, or all)"
         )
     if name not in _REGISTRY:
-        importlib.import_module(TARGET_MODULES[name])
+        importlib.import_module(TARGET_MODULES[name][0])
     return _REGISTRY[name]
 
 
 def parse_targets(names: str) -> list[str]:
+    load_plugins()
     if names == "all":
         return list(TARGET_MODULES)
     chosen = [name.strip() for name in names.split(",") if name.strip()]
@@ -40,14 +57,31 @@ def parse_targets(names: str) -> list[str]:
             raise UserInputError(
                 f"unknown target '{name}' (choose from {', '.join(TARGET_MODULES)}, or all)"
             )
+    if not chosen:
+        raise UserInputError("no target given (choose from " + ", ".join(TARGET_MODULES) + ")")
     return chosen
 
 
-def target_for_file(path: str) -> str:
-    for name, suffix in SUFFIXES.items():
-        if path.endswith(suffix):
+def suffix_of(name: str) -> str:
+    return TARGET_MODULES[name][1]
+
+
+def target_for_suffix(suffix: str) -> str | None:
+    """The target whose artifacts end in ``suffix`` (a foreign file's format), or None."""
+    load_plugins()
+    for name, (_, known) in TARGET_MODULES.items():
+        if known == suffix:
             return name
-    raise UserInputError(f"{path}: not an artifact (expected .tflite, .pte or .onnx)")
+    return None
 
 
-SUFFIXES = {"tflite": ".tflite", "executorch": ".pte", "onnx": ".onnx"}
+def runtime_versions() -> dict[str, str]:
+    """Installed versions of every target's packages (what a latency figure depends on)."""
+    found: dict[str, str] = {}
+    for name in target_names():
+        for package in get_target(name).packages:
+            try:
+                found[package] = metadata.version(package)
+            except metadata.PackageNotFoundError:
+                continue
+    return found

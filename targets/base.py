@@ -1,32 +1,33 @@
 """The target protocol: how a source model becomes an artifact, and how an artifact is opened.
 
-A target module defines one subclass of :class:`Target` and registers it with
-:func:`edgekit.targets.register`; nothing else in edgekit needs to change for a new runtime.
-"""
+A target is a package ``targets/<name>/`` whose ``__init__`` defines one :class:`Target` subclass
+(capabilities as class attributes, heavy imports deferred) and registers it; the registry line
+in ``targets/__init__.py`` is the only other place that names it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from edgekit.models import SourceModel
+from edgekit.targets.session import Accelerator, Session, TensorSpec
 
+if TYPE_CHECKING:
+    from edgekit.source import SourceModel
 
-@dataclass(frozen=True)
-class TensorSpec:
-    """One input or output tensor of an artifact."""
-
-    name: str
-    shape: list[int]
-    dtype: str  # numpy dtype name: float32, float16, int8, uint8
-    layout: str  # NCHW, NHWC, or NC for logits
-    quantization: dict[str, float] | None = None  # {"scale": s, "zero_point": z} for int I/O
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+__all__ = [
+    "Accelerator",
+    "Coverage",
+    "ExportInfo",
+    "ExportRequest",
+    "OfficialRunner",
+    "Session",
+    "Target",
+    "TensorSpec",
+]
 
 
 @dataclass
@@ -35,7 +36,7 @@ class ExportRequest:
     recipe: str  # fp32, fp16, int8, int8-dynamic
     output: Path  # write the artifact exactly here (a temporary name the caller renames)
     calibration: np.ndarray | None = None  # NCHW float32, for recipes that need it
-    io_dtype: str = "float32"  # "int8": integer input and output (tflite int8 only)
+    io_dtype: str = "float32"  # "int8": integer input and output (targets that declare it)
     keep_float: tuple[str, ...] = ()  # module paths to leave in float (quantize-debug)
 
 
@@ -78,44 +79,49 @@ class Coverage:
         return payload
 
 
-class Session:
-    """An opened artifact. ``predict`` is for accuracy; ``stage`` + ``invoke`` are for latency:
-    ``stage`` converts one NCHW float32 sample to the runtime's input (outside the timed region)
-    and ``invoke`` runs exactly one inference on it."""
+@dataclass(frozen=True)
+class OfficialRunner:
+    """The target's own benchmark binary on a phone: where a user points edgekit at it, its
+    command line and the parser of what it prints."""
 
-    info: dict[str, Any]
-
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        """Float32 logits (N, classes) for NCHW float32 inputs, one sample at a time."""
-        return np.concatenate(
-            [self.output(self.invoke(self.stage(x[i : i + 1]))) for i in range(len(x))]
-        )
-
-    def stage(self, sample: np.ndarray) -> Any:
-        raise NotImplementedError
-
-    def invoke(self, staged: Any) -> Any:
-        raise NotImplementedError
-
-    def output(self, raw: Any) -> np.ndarray:
-        """The float32 logits of what ``invoke`` returned (dequantized for integer outputs)."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        """Release the runtime (optional)."""
+    env_var: str
+    command: Callable[[str, str, int, int, bool], list[str]]  # runner, model, threads, runs, gpu
+    parse: Callable[[str], dict[str, float]]
 
 
 class Target:
     """Subclass per export format; see the module docstring."""
 
-    name: str = ""
-    suffix: str = ""
-    runtime: str = ""  # the on-device runtime, for messages
+    name: ClassVar[str] = ""
+    suffix: ClassVar[str] = ""
+    runtime: ClassVar[str] = ""  # the on-device runtime, for messages
+    recipes: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "int8", "int8-dynamic")
+    frameworks: ClassVar[tuple[str, ...]] = ("torch",)
+    io_dtypes: ClassVar[tuple[str, ...]] = ("float32",)
+    accelerators: ClassVar[tuple[Accelerator, ...]] = (Accelerator.CPU,)
+    session_options: ClassVar[tuple[str, ...]] = ()  # options open() takes (tflite: xnnpack)
+    packages: ClassVar[tuple[str, ...]] = ()  # distributions it exports and runs with
+    export_modules: ClassVar[tuple[str, ...]] = ()  # doctor: these must import to export
+    run_modules: ClassVar[tuple[str, ...]] = ()  # ... and these to run
+    session_module: ClassVar[str] = ""  # numpy-only module with open_session (the guest runs it)
+    guest_modules: ClassVar[tuple[str, ...]] = ()  # runtime modules that session needs
 
     def unsupported_reason(
         self, recipe: str, source: SourceModel, io_dtype: str = "float32"
     ) -> str | None:
         """None when this target can export ``recipe`` for ``source``, else why not."""
+        if recipe not in self.recipes:
+            return f"{self.name}: unknown recipe '{recipe}' (have {', '.join(self.recipes)})"
+        if source.framework not in self.frameworks:
+            return (
+                f"{self.name}/{recipe}: {source.name} is a {source.framework} model; "
+                f"{self.name} exports {', '.join(self.frameworks)} models"
+            )
+        if io_dtype not in self.io_dtypes:
+            return (
+                f"{self.name}/{recipe}: io_dtype {io_dtype} is not supported; {self.name} "
+                f"artifacts keep {', '.join(self.io_dtypes)} input and output"
+            )
         return None
 
     def export(self, request: ExportRequest) -> ExportInfo:
@@ -125,16 +131,45 @@ class Target:
         self,
         path: Path,
         manifest: dict[str, Any],
-        device: str = "cpu",
+        accelerator: Accelerator = Accelerator.CPU,
         threads: int = 1,
         **options: Any,
     ) -> Session:
-        """Open on ``device``; ``options`` are target-specific (tflite: ``xnnpack=False``)."""
-        raise NotImplementedError
+        """Open the artifact with the target's numpy-only session module."""
+        import importlib
+
+        module = importlib.import_module(self.session_module)
+        return module.open_session(Path(path), manifest, accelerator, threads, **options)
 
     def coverage(self, path: Path, manifest: dict[str, Any]) -> Coverage:
         raise NotImplementedError
 
-    def versions(self) -> dict[str, str]:
-        """Versions of the packages this target exports and runs with."""
-        return {}
+    def layer_errors(
+        self, source: SourceModel, x: np.ndarray, names: list[str], work: Path
+    ) -> tuple[str, dict[str, float]]:
+        """This runtime's own per-layer int8 error, in dB, by torch module path."""
+        raise NotImplementedError(f"{self.name}: no per-layer quantization debugger")
+
+    def official_runner(self) -> OfficialRunner | None:
+        return None
+
+    def check(self) -> dict[str, Any]:
+        """Doctor: can this machine export and run this target, and if not, why."""
+        export_problems = [p for p in map(importable, self.export_modules) if p]
+        run_problems = [p for p in map(importable, self.run_modules) if p]
+        return {
+            "export": not export_problems,
+            "run": not run_problems,
+            "problems": export_problems + run_problems,
+        }
+
+
+def importable(module: str) -> str | None:
+    """None when ``module`` imports, else the one-line reason it does not."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160]
+    return None

@@ -1,5 +1,6 @@
-"""The android device against a stand-in ``adb`` on PATH (no emulator runs on this machine), and
-the official runners' output parsers on output in the tools' documented formats."""
+"""The android device against a stand-in ``adb`` on PATH (no emulator runs on this machine),
+through the CLI as a user calls it, and the official runners' output parsers on output in the
+tools' documented formats."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_cli
 
-from edgekit.artifact import Artifact
-from edgekit.bench import Protocol
-from edgekit.devices import android
+from edgekit.devices import android, get_device
+from edgekit.latency import Protocol
+from edgekit.targets.executorch.android import parse as parse_executor_runner
+from edgekit.targets.onnx.android import parse as parse_ort_perf_test
+from edgekit.targets.tflite.android import parse as parse_benchmark_model
 
 DATA = Path(__file__).parent / "data"
 
@@ -64,43 +68,77 @@ def stand_in_adb(tmp_path, monkeypatch):
     return {"log": log, "devices": devices}
 
 
-def _artifact(tmp_path, name="model int8.tflite"):
-    path = tmp_path / name
-    path.write_bytes(b"\0" * 1000)
-    manifest = {
-        "target": "tflite",
-        "recipe": "int8",
-        "file": {"size": 1000},
-        "input": {"dtype": "float32"},
-    }
-    return Artifact(path, manifest)
-
-
 def _calls(log):
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
-def test_bench_pushes_runs_pulls_and_cleans_up(stand_in_adb, tmp_path):
-    record = android.bench_on_android(_artifact(tmp_path), None, 2, Protocol(warmup=1, min_runs=50))
-    assert record.status == "ok", record.error
-    assert record.stats["mean_ms"] == pytest.approx(0.31231)
-    assert record.stats["p50_ms"] == pytest.approx(0.298)
-    assert record.load_ms == pytest.approx(3.791)
-    assert record.runtime["abi"] == "arm64-v8a" and record.runtime["android"] == "15"
+def test_bench_on_android_pushes_runs_and_cleans_up(stand_in_adb, export_digits, tmp_path, capsys):
+    spaced = tmp_path / "model int8.tflite"  # a space in the name: arguments must be quoted
+    source = export_digits("tflite", "int8").path
+    spaced.write_bytes(source.read_bytes())
+    (tmp_path / "model int8.tflite.json").write_text(Path(str(source) + ".json").read_text())
+    result = run_cli(
+        capsys,
+        "bench",
+        str(spaced),
+        "--device",
+        "android",
+        "--threads",
+        "2",
+        "--rounds",
+        "3",
+        "--json",
+    )
+    assert result.code == 0, result.err
+    (record,) = json.loads(result.out)  # android rows have no host baseline beside them
+    assert record["status"] == "ok" and record["device"] == "android"
+    assert record["stats"]["p50_ms"] == pytest.approx(0.298)
+    assert len(record["rounds_ms"]) >= 3 and record["traits"]["where"] == "remote"
+    assert record["runtime"]["abi"] == "arm64-v8a" and record["runtime"]["android"] == "15"
     calls = _calls(stand_in_adb["log"])
     verbs = [call[2] for call in calls if call[0] == "-s"]
     assert verbs.count("push") == 2 and calls[-1][-1] == "rm -rf /data/local/tmp/edgekit"
     run = next(call[-1] for call in calls if "benchmark_model " in call[-1])
-    # the file name has a space: every argument reaches the device's shell quoted
     assert "'--graph=/data/local/tmp/edgekit/model int8.tflite'" in run
     assert "--num_threads=2" in run and "--use_xnnpack=true" in run
 
 
-def test_runner_failure_is_a_failed_row_and_still_cleans_up(stand_in_adb, tmp_path, monkeypatch):
+def test_run_with_android_benchmarks_the_phone(stand_in_adb, tmp_path, capsys):
+    result = run_cli(
+        capsys,
+        "run",
+        "--targets",
+        "tflite",
+        "--recipes",
+        "int8",
+        "--devices",
+        "cpu,android",
+        "--min-seconds",
+        "0.2",
+        "--rounds",
+        "3",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--history",
+        str(tmp_path / "h.sqlite"),
+        "--json",
+    )
+    assert result.code == 0, result.err
+    run_dir = Path(json.loads(result.out)["run_dir"])
+    rows = json.loads((run_dir / "results.json").read_text())["rows"]
+    (phone,) = [row for row in rows if row["device"] == "android"]
+    assert phone["status"] == "ok" and phone["latency"]["p50_ms"] == pytest.approx(0.298)
+    assert phone["accuracy"] is None  # the official runners print timings, not outputs
+    assert "android" in (run_dir / "report.md").read_text()
+
+
+def test_a_failing_runner_is_a_failed_measurement_and_still_cleans_up(
+    stand_in_adb, export_digits, monkeypatch, capsys
+):
     monkeypatch.setenv("ADB_RUNNER_FAILS", "1")
-    record = android.bench_on_android(_artifact(tmp_path), None, 1, Protocol())
-    assert record.status == "failed"
-    assert "could not load model" in record.error
+    path = export_digits("tflite", "int8").path
+    result = run_cli(capsys, "bench", str(path), "--device", "android")
+    assert result.code == 1 and "could not load model" in result.err
     assert _calls(stand_in_adb["log"])[-1][-1] == "rm -rf /data/local/tmp/edgekit"
 
 
@@ -114,38 +152,47 @@ def test_runner_failure_is_a_failed_row_and_still_cleans_up(stand_in_adb, tmp_pa
         ("emulator-5554 device", "R58M123", "no device with serial R58M123"),
     ],
 )
-def test_device_problems_are_one_clear_line(stand_in_adb, tmp_path, devices, serial, message):
+def test_device_problems_are_one_clear_line_and_exit_2(
+    stand_in_adb, export_digits, capsys, devices, serial, message
+):
     stand_in_adb["devices"].write_text(devices)
-    record = android.bench_on_android(_artifact(tmp_path), serial, 1, Protocol())
-    assert record.status == "failed"
-    assert message in record.error and "\n" not in record.error
+    args = ["bench", str(export_digits("tflite", "int8").path), "--device", "android"]
+    result = run_cli(capsys, *args, *(["--serial", serial] if serial else []))
+    assert result.code == 2 and message in result.err
+    assert len(result.err.strip().splitlines()) == 1
 
 
-def test_missing_runner(stand_in_adb, tmp_path, monkeypatch):
+def test_missing_runner_and_missing_adb(stand_in_adb, export_digits, monkeypatch):
+    artifact_path = export_digits("tflite", "int8").path
+    from edgekit.artifact import load_artifact
+
+    artifact = load_artifact(artifact_path)
     monkeypatch.delenv("EDGEKIT_BENCHMARK_MODEL")
-    record = android.bench_on_android(_artifact(tmp_path), None, 1, Protocol())
-    assert "set EDGEKIT_BENCHMARK_MODEL" in record.error
+    assert "set EDGEKIT_BENCHMARK_MODEL" in get_device("android").unavailable_reason(artifact)
+    monkeypatch.setenv("EDGEKIT_BENCHMARK_MODEL", "/bin/true")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert "adb: not found on PATH" in get_device("android").unavailable_reason(artifact)
 
 
-def test_no_adb(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path))
-    record = android.bench_on_android(_artifact(tmp_path), None, 1, Protocol())
-    assert "adb: not found on PATH" in record.error
+def test_android_cannot_evaluate_and_says_why(stand_in_adb, export_digits, capsys):
+    result = run_cli(
+        capsys, "eval", str(export_digits("tflite", "int8").path), "--device", "android"
+    )
+    assert result.code == 2 and "print timings, not outputs" in result.err
 
 
 def test_parsers_read_the_runners_real_formats():
-    litert = android.parse_benchmark_model((DATA / "benchmark_model.txt").read_text())
+    litert = parse_benchmark_model((DATA / "benchmark_model.txt").read_text())
     assert litert["count"] == 3193 and litert["min_ms"] == pytest.approx(0.283)
-    assert litert["std_ms"] == pytest.approx(0.051) and litert["peak_rss_mb"] == pytest.approx(
-        4.55469
-    )
-    executorch = android.parse_executor_runner((DATA / "executor_runner.txt").read_text())
+    assert litert["std_ms"] == pytest.approx(0.051)
+    assert litert["peak_rss_mb"] == pytest.approx(4.55469)
+    executorch = parse_executor_runner((DATA / "executor_runner.txt").read_text())
     assert executorch == {"count": 50.0, "mean_ms": pytest.approx(27.338 / 50)}
-    ort = android.parse_ort_perf_test((DATA / "onnxruntime_perf_test.txt").read_text())
+    ort = parse_ort_perf_test((DATA / "onnxruntime_perf_test.txt").read_text())
     assert ort["mean_ms"] == pytest.approx(0.502) and ort["p90_ms"] == pytest.approx(0.531)
     assert ort["count"] == 50 and ort["load_ms"] == pytest.approx(21.3)
     with pytest.raises(ValueError, match="no 'Inference timings in us'"):
-        android.parse_benchmark_model("Segmentation fault")
+        parse_benchmark_model("Segmentation fault")
 
 
 def test_adb_devices_listing():
@@ -158,3 +205,16 @@ def test_adb_devices_listing():
         "device",
         "Pixel_8",
     )
+
+
+def test_a_block_is_one_run_of_the_runner(stand_in_adb, export_digits):
+    from edgekit.artifact import load_artifact
+
+    artifact = load_artifact(export_digits("tflite", "int8").path)
+    timer = get_device("android").timer(artifact, 1, None, Protocol(), 60)
+    try:
+        block = timer.block(25)
+    finally:
+        timer.close()
+    assert block.samples_ms is None and block.median_ms == pytest.approx(0.298)
+    assert "--num_runs=25" in timer.runtime["command"]

@@ -12,25 +12,27 @@ import stat
 
 import numpy as np
 import pytest
+from cli_helpers import run_cli
 
-from edgekit.devices import arm64_emu
-from edgekit.devices.arm64_emu import (
+from edgekit.accuracy import evaluate_artifact
+from edgekit.artifact import load_artifact
+from edgekit.bench import bench_artifact
+from edgekit.devices import get_device
+from edgekit.devices.arm64_emu.emulator import (
     LATENCY_LABEL,
     PTE_REASON,
-    arm_vs_x86,
-    arm_x86_gate,
-    bench_arm64,
     check_qemu_version,
     choose_cpu,
-    evaluate_arm64,
+    device_ready,
     load_device,
     parse_cpu_models,
     parse_qemu_version,
-    predict_arm64,
-    runner_kind,
-    setup_device,
 )
+from edgekit.devices.arm64_emu.setup import setup_device
 from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
+from edgekit.gates import device_vs_host_gate
+from edgekit.latency import Protocol
+from edgekit.metrics import device_vs_host
 
 SAMPLES = 100
 QEMU_10 = "qemu-aarch64 version 10.0.2 (Debian 1:10.0.2+ds-1~bpo12+1)\nCopyright (c) 2003-2025"
@@ -38,12 +40,8 @@ QEMU_72 = "qemu-aarch64 version 7.2.19 (Debian 1:7.2+dfsg-7+deb12u16)\nCopyright
 CPU_HELP = "Available CPUs:\n  a64fx\n  cortex-a53\n  cortex-a76\n  max\n  neoverse-n1\n"
 
 
-def _device_ready() -> bool:
-    return arm64_emu.device_ready()
-
-
 needs_device = pytest.mark.skipif(
-    not _device_ready(),
+    not device_ready(),
     reason="arm64-emu is not set up (run 'edgekit device setup arm64-emu', ~1.5 min, ~300 MB)",
 )
 
@@ -114,29 +112,27 @@ def test_old_qemu_is_refused_at_run_time(tmp_path, monkeypatch):
         load_device()
 
 
-def test_unsupported_files_are_one_clear_line(tmp_path, monkeypatch, export_digits):
-    with pytest.raises(DeviceUnavailable, match=r"model\.bin: not supported on arm64-emu"):
-        runner_kind("model.bin")
-    # a .pte on a device set up without the ExecuTorch userland: a failed row with the reason
+QUICK = Protocol(warmup=2, min_runs=10, min_seconds=0.1, max_seconds=10, rounds=3)
+
+
+def test_a_pte_without_the_executorch_userland_is_unavailable(tmp_path, monkeypatch, export_digits):
     _fake_device(tmp_path, monkeypatch, QEMU_10)
-    record = bench_arm64(export_digits("executorch", "fp32"), threads=1)
-    assert record.status == "failed" and record.device == "arm64-emu"
+    artifact = export_digits("executorch", "fp32")
+    record = bench_artifact(artifact, "arm64-emu", 1, QUICK)
+    assert record.status == "unavailable" and record.device == "arm64-emu"
     assert record.error == PTE_REASON
-    with pytest.raises(
-        DeviceUnavailable,
-        match="not supported on arm64-emu without its optional ExecuTorch userland",
-    ):
-        predict_arm64(export_digits("executorch", "fp32").path, np.zeros((1, 1, 32, 32)))
+    with pytest.raises(DeviceUnavailable, match="without its optional ExecuTorch userland"):
+        evaluate_artifact(str(artifact.path), device="arm64-emu", limit=2)
 
 
 def test_crashing_emulated_process_is_a_failed_row(tmp_path, monkeypatch, export_digits):
     _fake_device(tmp_path, monkeypatch, QEMU_10)
     artifact = export_digits("tflite", "int8")
-    record = bench_arm64(artifact, threads=1)
+    record = bench_artifact(artifact, "arm64-emu", 1, QUICK)
     assert record.status == "failed"
-    assert "crashed with SIGSEGV" in record.error
-    with pytest.raises(EdgekitError, match=r"on arm64-emu: .*crashed with SIGSEGV"):
-        predict_arm64(artifact.path, np.zeros((2, 1, 32, 32), np.float32))
+    assert "crashed (SIGSEGV)" in record.error
+    with pytest.raises(EdgekitError, match=r"crashed \(SIGSEGV\)"):
+        get_device("arm64-emu").predict(artifact, np.zeros((2, 1, 32, 32), np.float32))
 
 
 @pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs a Debian host (apt-get)")
@@ -152,28 +148,31 @@ def test_setup_without_archive_access_fails_with_one_line(tmp_path, monkeypatch)
     assert not (tmp_path / "arm64-emu" / "device.json").exists()
 
 
-@pytest.mark.parametrize(("target", "recipe"), [("tflite", "int8"), ("onnx", "fp32")])
-def test_runner_stages_exactly_as_the_host_sessions(export_digits, digits_data, target, recipe):
-    """The runner that runs under emulation, run on the host, gives the host sessions' outputs
-    bit for bit: layout, int8 quantization and dequantization cannot drift from targets/."""
-    from edgekit.bench import predict_in_child
-
-    artifact = export_digits(target, recipe)
+@pytest.mark.parametrize(
+    ("target", "recipe", "io"),
+    [("tflite", "int8", "float32"), ("tflite", "int8", "int8"), ("onnx", "fp32", "float32")],
+)
+def test_the_guest_stages_exactly_as_the_host_sessions(
+    export_digits, digits_data, target, recipe, io
+):
+    """The guest's tree of the installed session modules, run by the host's Python, gives the
+    host worker's outputs bit for bit, integer I/O (-io8) included: one staging code."""
+    artifact = export_digits(target, recipe, io)
     x = digits_data.evaluation.x[:20]
-    runner, info = predict_arm64(artifact.path, x, emulated=False)
-    session, _ = predict_in_child(artifact.path, x, "cpu")
-    assert info["cpu_model"] == "host"
-    np.testing.assert_array_equal(runner, session)
+    guest, info = get_device("arm64-emu").predict(artifact, x, emulated=False)
+    host, _ = get_device("cpu").predict(artifact, x)
+    assert info["cpu_model"] == "host" and info["emulated"] is False
+    np.testing.assert_array_equal(guest, host)
 
 
-def test_arm_vs_x86_figures_and_gate_catch_a_difference():
+def test_device_against_host_figures_and_gate_catch_a_difference():
     rng = np.random.default_rng(0)
     x86 = rng.standard_normal((50, 10)).astype(np.float32)
-    same = arm_vs_x86(x86.copy(), x86)
+    same = device_vs_host(x86.copy(), x86)
     assert same["max_abs_diff"] == 0.0 and same["argmax_agreement"] == 1.0
     arm = x86.copy()
     arm[3, x86[3].argmin()] += 100.0  # flips one prediction
-    figures = arm_vs_x86(arm, x86)
+    figures = device_vs_host(arm, x86)
     assert figures["max_abs_diff"] == pytest.approx(100.0)
     assert figures["argmax_agreement"] == pytest.approx(49 / 50)
     assert figures["outputs_differing"] == 1
@@ -219,15 +218,15 @@ def test_arm_kernels_match_x86(export_digits, target, recipe, bound):
     artifact = export_digits(target, recipe)
     if bound == "one output step":
         bound = _output_step(artifact) * 1.001
-    record = evaluate_arm64(artifact.path, limit=SAMPLES)
-    figures = record.arm_vs_x86
+    record = evaluate_artifact(str(artifact.path), device="arm64-emu", limit=SAMPLES)
+    figures = record.versus_host
     assert record.device == "arm64-emu" and record.samples == SAMPLES
-    assert record.emulation["cpu_model"] == "cortex-a76"
+    assert record.runtime["cpu_model"] == "cortex-a76" and record.runtime["machine"] == "aarch64"
     assert figures["max_abs_diff"] <= bound, figures
     assert figures["argmax_agreement"] >= 0.99
     assert record.top1 >= record.baseline_top1 - 0.02  # accuracy on ARM, against the baseline
-    assert arm_x86_gate(record, bound).passed
-    assert record.to_dict()["arm_vs_x86"]["reference"].startswith("host x86")
+    assert device_vs_host_gate(record, bound).passed
+    assert record.to_dict()["versus_host"]["reference"].startswith("host x86")
 
 
 @pytest.mark.arm64
@@ -237,12 +236,14 @@ def test_builtin_int8_kernels_differ_between_arm_and_x86(export_digits):
     up to 4 output quantization steps (0.30) on most outputs, predictions nearly all equal.
     Phones run this path when XNNPACK is off; the emulated device is what catches it."""
     artifact = export_digits("tflite", "int8")
-    record = evaluate_arm64(artifact.path, xnnpack=False, limit=SAMPLES)
-    figures = record.arm_vs_x86
-    assert record.label.endswith("-builtin") and record.emulation["xnnpack"] is False
+    record = evaluate_artifact(
+        str(artifact.path), device="arm64-emu", limit=SAMPLES, device_options={"xnnpack": False}
+    )
+    figures = record.versus_host
+    assert record.label.endswith("-builtin") and record.runtime["kernels"] == "builtin"
     assert 0.0 < figures["max_abs_diff"] < 1.0, figures
     assert figures["argmax_agreement"] >= 0.97
-    assert not arm_x86_gate(record, 1e-6).passed
+    assert not device_vs_host_gate(record, 1e-6).passed
 
 
 @pytest.mark.arm64
@@ -250,31 +251,50 @@ def test_builtin_int8_kernels_differ_between_arm_and_x86(export_digits):
 def test_a_perturbed_reference_is_caught(export_digits, digits_data):
     artifact = export_digits("tflite", "int8")
     x = digits_data.evaluation.x[:SAMPLES]
-    x86, _ = arm64_emu.x86_reference(artifact.path, x)
+    x86, _ = get_device("arm64-emu").host_reference(load_artifact(artifact.path), x)
     perturbed = x86.copy()
     perturbed[7, 2] += 0.05  # less than one int8 output step
-    record = evaluate_arm64(artifact.path, limit=SAMPLES, x86=perturbed)
-    assert record.arm_vs_x86["max_abs_diff"] == pytest.approx(0.05, abs=1e-6)
-    assert record.arm_vs_x86["outputs_differing"] == 1
-    gate = arm_x86_gate(record, 1e-6)
+    record = evaluate_artifact(
+        str(artifact.path), device="arm64-emu", limit=SAMPLES, host_logits=perturbed
+    )
+    assert record.versus_host["max_abs_diff"] == pytest.approx(0.05, abs=1e-6)
+    assert record.versus_host["outputs_differing"] == 1
+    gate = device_vs_host_gate(record, 1e-6)
     assert not gate.passed and "1/1000 outputs differ" in gate.detail
 
 
 @pytest.mark.arm64
 @needs_device
-def test_emulated_latency_is_labelled_and_a_crash_does_not_stop_the_rest(export_digits):
-    from edgekit.bench import Protocol
-
+def test_emulated_latency_is_labelled_and_a_crash_does_not_stop_the_rest(
+    export_digits, monkeypatch, capsys
+):
     artifact = export_digits("tflite", "int8")
-    protocol = Protocol(warmup=2, min_runs=10, min_seconds=0.1, max_seconds=10)
-    crashed = bench_arm64(artifact, 1, protocol, crash_for_test="segfault")
-    assert crashed.status == "failed" and "crashed with SIGSEGV" in crashed.error
-    record = bench_arm64(artifact, 1, protocol, cpu="cortex-a53")
-    assert record.status == "ok", record.error
-    assert record.device == "arm64-emu" and record.stats["count"] >= 10
-    assert LATENCY_LABEL in record.warnings and record.runtime["emulated"] is True
-    assert record.runtime["cpu_model"] == "cortex-a53" and record.runtime["cpu_part"] == "0xd03"
-    assert record.runtime["machine"] == "aarch64"
+    monkeypatch.setenv("EDGEKIT_TEST_CRASH", "segfault")
+    crashed = bench_artifact(artifact, "arm64-emu", 1, QUICK)
+    assert crashed.status == "failed" and "crashed (SIGSEGV)" in crashed.error
+    monkeypatch.delenv("EDGEKIT_TEST_CRASH")
+    result = run_cli(
+        capsys,
+        "bench",
+        str(artifact.path),
+        "--device",
+        "arm64-emu",
+        "--cpu",
+        "cortex-a53",
+        "--rounds",
+        "3",
+        "--min-seconds",
+        "0.1",
+        "--json",
+    )
+    assert result.code == 0, result.err
+    (record,) = json.loads(result.out)  # no baseline beside an emulated device
+    assert record["device"] == "arm64-emu" and record["stats"]["count"] >= 10
+    assert record["traits"]["latency_comparable"] is False and record["speedup"] is None
+    assert record["traits"]["note"] == LATENCY_LABEL and record["runtime"]["emulated"] is True
+    runtime = record["runtime"]
+    assert runtime["cpu_model"] == "cortex-a53" and runtime["cpu_part"] == "0xd03"
+    assert runtime["machine"] == "aarch64"
 
 
 @pytest.mark.arm64
@@ -283,8 +303,9 @@ def test_emulated_latency_is_labelled_and_a_crash_does_not_stop_the_rest(export_
 def test_pte_on_arm(export_digits, recipe):
     if not load_device().facts.get("pte"):
         pytest.skip("arm64-emu was set up without --with-pte")
-    record = evaluate_arm64(export_digits("executorch", recipe).path, limit=SAMPLES)
+    path = export_digits("executorch", recipe).path
+    record = evaluate_artifact(str(path), device="arm64-emu", limit=SAMPLES)
     # XNNPACK int8: bit-exact on any x86-64 CPU (see above); fp32: other summation orders
-    assert record.arm_vs_x86["max_abs_diff"] <= (0.0 if recipe == "int8" else 1e-4)
-    assert record.arm_vs_x86["argmax_agreement"] == 1.0
-    assert "ExecuTorch 1.3.1 runtime" in record.emulation["runtime"]
+    assert record.versus_host["max_abs_diff"] <= (0.0 if recipe == "int8" else 1e-4)
+    assert record.versus_host["argmax_agreement"] == 1.0
+    assert "ExecuTorch 1.3.1 runtime" in record.runtime["runtime"]

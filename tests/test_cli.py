@@ -43,7 +43,8 @@ def test_doctor_reports_this_machine(capsys):
     facts = json.loads(result.out)
     assert facts["versions"]["torch"].startswith("2.13.0")
     assert facts["targets"]["onnx"] == {"export": True, "run": True, "problems": []}
-    assert facts["xnnpack"]["executorch_xnnpack"] is True
+    assert facts["targets"]["executorch"]["xnnpack"] is True
+    assert facts["fingerprint"]["logical_cores"] == os.cpu_count() and facts["fingerprint"]["id"]
     assert facts["cores"] == os.cpu_count()
     human = run_cli(capsys, "doctor")
     assert human.code == 0 and "XNNPACK" in human.out and "Vulkan" in human.out

@@ -21,16 +21,14 @@ import numpy as np
 import pytest
 from damaged_models import CONSUMER, DAMAGED_LAYER
 
+from edgekit.accuracy_aware import STEPS_DIR, export_accuracy_aware
+from edgekit.crosscheck import crosscheck_report
 from edgekit.errors import UnsupportedExport, UserInputError
 from edgekit.metrics import compare_outputs
-from edgekit.models import SourceModel, load_model
-from edgekit.quantize.accuracy_aware import (
-    STEPS_DIR,
-    export_accuracy_aware,
-    int8_fraction_text,
-    precision_label,
-)
-from edgekit.quantize.debug import analyze, crosscheck_report, plot, table
+from edgekit.models import load_model
+from edgekit.quantize.sensitivity import analyze, plot, table
+from edgekit.results import precision_label
+from edgekit.source import SourceModel
 
 DAMAGED = "damaged_models:outlier_mobilenet"
 BUDGET = 1.0  # top-1 points
@@ -98,7 +96,7 @@ def test_crosscheck_on_each_targets_own_quantizer(report, damaged, calibration_x
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_max_drop_keeps_the_damaged_tensor_float(report, damaged, damaged_data, target, tmp_path):
-    from edgekit.bench import NoiseGuard, Protocol
+    from edgekit.latency import NoiseGuard, Protocol
 
     result = export_accuracy_aware(
         damaged,
@@ -107,24 +105,33 @@ def test_max_drop_keeps_the_damaged_tensor_float(report, damaged, damaged_data, 
         BUDGET,
         tmp_path,
         calibration_samples=CALIBRATION,
-        validation_samples=50,  # each export's own check; the drop is measured on all 899
+        validation_samples=50,  # each export's own check; the drop is measured on all of them
         ranking=report.ranking(),
-        bench_protocol=Protocol(warmup=2, min_runs=5, min_seconds=0.0, max_seconds=2.0),
+        bench_protocol=Protocol(
+            warmup=2, min_runs=5, min_seconds=0.0, max_seconds=2.0, rounds=3, block_seconds=0.02
+        ),
         bench_guard=NoiseGuard(enabled=False),
     )
     first, last = result.steps[0], result.steps[-1]
     assert first.keep_float == [] and first.drop_points > 5  # measured 8.5 to 23.1 points
     assert len(result.steps) == 2 and result.within_budget and not result.warnings
-    assert last.keep_float == [DAMAGED_LAYER, CONSUMER] and last.drop_points <= BUDGET
+    # the loop stopped on the upper bound of the interval, on the selection slice ...
+    assert last.keep_float == [DAMAGED_LAYER, CONSUMER] and last.drop_ci[1] <= BUDGET
+    # ... and the evaluation half, which played no part in the choice, reports the result
+    final = result.evaluation
+    assert final["split"] == "evaluation" and final["samples"] == 899
+    assert final["drop_ci"][1] <= BUDGET
     assert result.keep_float == [DAMAGED_LAYER, CONSUMER]
     assert first.int8_fraction == 1.0 and 0.85 < last.int8_fraction < 1.0
     assert all(step.p50_ms and step.p50_ms > 0 for step in result.steps)
+    low, high = last.ratio_ci  # the island's price, interleaved with step 0
+    assert low <= last.ratio_to_first <= high
 
     manifest = result.artifact.manifest
     assert precision_label(manifest) == "int8 (2 layers float)"
-    assert int8_fraction_text(manifest).endswith("% int8")
     recorded = manifest["accuracy_aware"]
     assert recorded["chosen_step"] == 1 and len(recorded["steps"]) == 2
+    assert recorded["rule"].startswith("upper bound")
     assert result.artifact.path.parent == tmp_path and not (tmp_path / STEPS_DIR).exists()
     on_disk = json.loads(
         result.artifact.path.with_name(result.artifact.path.name + ".json").read_text()
@@ -146,24 +153,14 @@ def _assert_recorded_float(target: str, details: dict) -> None:
         assert details["float_ops"] == {DAMAGED_LAYER: ["CONV_2D"], CONSUMER: ["CONV_2D"]}
 
 
-def test_cli_json_and_plot(tmp_path):
-    import typer
-    from typer.testing import CliRunner
-
-    from edgekit.cli_quantize import register
-
-    app = typer.Typer()
-    register(app)
-
-    @app.command("noop")  # a single-command Typer app would swallow the command name
-    def noop() -> None:
-        pass
+def test_cli_json_and_plot(tmp_path, capsys):
+    from cli_helpers import run_cli
 
     picture = tmp_path / "layers.png"
     args = ["quantize-debug", "--model", DAMAGED, "--samples", "32", "--json", "--plot", picture]
-    result = CliRunner().invoke(app, [str(arg) for arg in args])
-    assert result.exit_code == 0, result.output
-    payload = json.loads(result.stdout)
+    result = run_cli(capsys, *[str(arg) for arg in args])
+    assert result.code == 0, result.err
+    payload = json.loads(result.out)
     assert payload["layers"][0]["name"] == DAMAGED_LAYER
     assert payload["layers"][0]["float_island"] == [DAMAGED_LAYER, CONSUMER]
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -179,8 +176,6 @@ def test_precision_label():
     assert precision_label({"recipe": "int8", "keep_float": ["a"]}) == "int8 (1 layer float)"
     row = {"recipe": "int8", "details": {"keep_float": ["a", "b"]}}
     assert precision_label(row) == "int8 (2 layers float)"
-    assert int8_fraction_text({"coverage": {"int8_fraction": 0.913}}) == "91 % int8"
-    assert int8_fraction_text({"coverage": {"int8_fraction": None}}) == ""
 
 
 def test_non_torch_models_and_bad_budgets_say_why(digits_model, digits_data):

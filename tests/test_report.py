@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import multiprocessing
 import shutil
@@ -12,87 +11,115 @@ from pathlib import Path
 import pytest
 from cli_helpers import run_cli
 
-from edgekit.errors import UserInputError
-from edgekit.history import compare_runs, list_runs, record_run, resolve_run
-from edgekit.recommend import pareto_front, recommend, row_label
-from edgekit.report import load_results
-from edgekit.runner import RESULTS_SCHEMA_VERSION, RunConfig
+from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
+from edgekit.matrix import _failed
+from edgekit.report.history import compare_runs, list_runs, record_run, resolve_run
+from edgekit.report.recommend import pareto_front, recommend
+from edgekit.results import RESULTS_SCHEMA_VERSION, Results, Row, load_results
+from edgekit.run_config import RunConfig
 
 RECORDED = Path(__file__).parent / "data" / "results_recorded.json"
+HOST = {"latency_comparable": True, "where": "host"}
 
 
 @pytest.fixture
 def run_dir(tmp_path):
-    directory = tmp_path / "runs" / "20261130-000000-digits-mobilenet"
+    directory = tmp_path / "runs" / "20261201-000000-digits-mobilenet"
     directory.mkdir(parents=True)
     shutil.copy(RECORDED, directory / "results.json")
     return directory
 
 
-def _row(target, recipe, p50, drop, high, device="cpu", **extra):
-    return {
-        "kind": "artifact",
-        "target": target,
-        "recipe": recipe,
-        "device": device,
-        "threads": 1,
-        "status": "ok",
-        "latency": {"p50_ms": p50},
-        "runtime": {},
-        "accuracy": {"drop_points": drop, "drop_ci": [drop - 0.3, high]},
+def _row(target, recipe, rounds, drop, high, device="cpu", size=1000, **extra):
+    """A measured row; ``rounds`` are its per-round latencies (the p50 is their median)."""
+    return Row(
+        kind="artifact",
+        target=target,
+        recipe=recipe,
+        device=device,
+        threads=1,
+        status="ok",
+        latency={"p50_ms": sorted(rounds)[len(rounds) // 2]},
+        rounds_ms=list(rounds),
+        traits=dict(HOST),
+        size_bytes=size,
+        accuracy={"drop_points": drop, "drop_ci": [drop - 0.3, high]},
         **extra,
-    }
+    )
+
+
+def _pool(*rows):
+    """Mark rows as measured in the same interleaved rounds."""
+    for row in rows:
+        row.interleaved_with = [other.name for other in rows if other is not row]
+    return list(rows)
 
 
 def test_results_schema_of_a_recorded_run():
-    results = json.loads(RECORDED.read_text())
-    assert results["schema_version"] == RESULTS_SCHEMA_VERSION
-    assert {"id", "created", "model", "data", "config", "machine", "peaks"} <= set(results["run"])
-    for row in results["rows"]:
-        assert {"kind", "target", "recipe", "device", "threads", "status", "latency"} <= set(row)
-        if row["status"] == "ok" and row["kind"] == "artifact":
-            assert row["latency"]["p50_ms"] > 0 and row["accuracy"]["samples"] == 899
-            assert row["speedup"] > 0
-        if row["status"] != "ok":
-            assert row["error"]
+    payload = json.loads(RECORDED.read_text())
+    assert payload["schema_version"] == RESULTS_SCHEMA_VERSION
+    assert {"id", "created", "model", "data", "config", "machine", "peaks"} <= set(payload["run"])
+    assert payload["run"]["machine"]["cpu_model"] and payload["run"]["machine"]["id"]
+    rows = [Row.from_dict(row) for row in payload["rows"]]
+    for row in rows:
+        if row.ok and row.kind == "artifact" and row.latency_comparable:
+            assert row.p50 > 0 and row.accuracy["samples"] == 899
+            low, high = row.speedup_ci
+            assert low <= row.speedup <= high and row.fingerprint["id"]
+        if not row.ok:
+            assert row.error
 
 
-def test_pareto_front_keeps_only_undominated_rows():
-    rows = [
-        _row("a", "fp32", 2.0, 0.0, 0.0),
-        _row("b", "int8", 1.0, 0.5, 0.9),
-        _row("c", "int8", 1.5, 0.6, 1.0),
-        _row("d", "fp16", 3.0, 0.0, 0.0),
-    ]
-    front = [r["target"] for r in pareto_front(rows)]
-    assert front == ["b", "a"]  # c is slower and worse than b; d is slower than a at the same drop
+def test_a_clear_winner_is_faster_beyond_its_interval():
+    fast = _row("tflite", "fp32", [1.00, 1.01, 0.99, 1.02, 1.00], 0.0, 0.0)
+    slow = _row("onnx", "fp32", [1.30, 1.31, 1.29, 1.33, 1.30], 0.0, 0.0)
+    advice = recommend(_pool(fast, slow), max_drop=1.0)
+    assert advice.best is fast and advice.tie_break is None
+    assert "slower: 1.30x" in dict(advice.reasons)[slow.label]
 
 
-def test_recommendation_is_the_fastest_within_budget_and_says_why_others_lost():
-    rows = [
-        _row("onnx", "int8", 0.5, 1.2, 2.5),
-        _row("executorch", "int8", 0.8, 0.2, 0.6),
-        _row("tflite", "fp32", 1.0, 0.0, 0.0),
-        _row("tflite", "fp32", 0.1, 0.0, 0.0, device="gpu", runtime={"software_vulkan": True}),
-        {**_row("tflite", "int8", 0.3, 0.0, 0.0), "disturbed": True},
-        {
-            "kind": "artifact",
-            "target": "onnx",
-            "recipe": "fp16",
-            "device": "gpu",
-            "threads": 1,
-            "status": "unavailable",
-            "error": "no CUDA",
-        },
-    ]
+def test_a_tie_goes_to_the_smaller_drop_then_the_smaller_file():
+    # the same latency within noise: the round ratios straddle 1
+    a = _row("tflite", "int8", [1.00, 1.05, 0.97, 1.03, 0.99], 0.4, 0.8, size=900)
+    b = _row("onnx", "int8", [1.01, 0.98, 1.04, 0.99, 1.02], 0.1, 0.5, size=2000)
+    advice = recommend(_pool(a, b), max_drop=1.0)
+    assert advice.best is b and "tied on latency" in advice.tie_break
+    c = _row("executorch", "int8", [1.02, 0.99, 1.01, 1.00, 1.00], 0.1, 0.5, size=500)
+    advice = recommend(_pool(a, b, c), max_drop=1.0)
+    assert advice.best is c  # same drop as b, smaller file
+
+
+def test_pareto_front_counts_only_interval_backed_speed():
+    fast = _row("a", "int8", [1.0, 1.01, 0.99, 1.0, 1.0], 0.5, 0.9)
+    same_speed_better_drop = _row("b", "fp32", [1.0, 0.99, 1.01, 1.0, 1.0], 0.0, 0.0)
+    slow_worse = _row("c", "int8", [1.5, 1.51, 1.49, 1.5, 1.5], 0.6, 1.0)
+    front = pareto_front(_pool(fast, same_speed_better_drop, slow_worse))
+    assert [row.target for row in front] == ["b"]  # b ties a on latency and has a smaller drop
+
+
+def test_rows_that_cannot_win_say_why():
+    software_gpu = _row("tflite", "fp32", [0.1] * 5, 0.0, 0.0, device="gpu")
+    software_gpu.traits = {"latency_comparable": False, "note": "software Vulkan, not a GPU speed"}
+    disturbed = _row("tflite", "int8", [0.3] * 5, 0.0, 0.0, disturbed=True)
+    over = _row("onnx", "int8", [0.5] * 5, 1.2, 2.5)
+    good = _row("executorch", "int8", [0.8] * 5, 0.2, 0.6)
+    lacking = Row(
+        kind="artifact",
+        target="onnx",
+        recipe="fp16",
+        device="gpu",
+        threads=1,
+        status="unavailable",
+        error="no CUDA",
+    )
+    rows = [software_gpu, disturbed, over, good, lacking]
     advice = recommend(rows, max_drop=1.0)
-    assert advice.best["target"] == "executorch"
     reasons = dict(advice.reasons)
-    assert "drop upper bound +2.50 > budget 1" in reasons[row_label(rows[0])]
-    assert "slower" in reasons[row_label(rows[2])]
-    assert "software Vulkan" in reasons[row_label(rows[3])]
-    assert "disturbed" in reasons[row_label(rows[4])]
-    assert row_label(rows[5]) not in reasons  # a device this machine lacks is listed elsewhere
+    assert advice.best is good
+    assert "software Vulkan" in reasons[software_gpu.label]
+    assert "disturbed" in reasons[disturbed.label]
+    assert "drop upper bound +2.50 > budget 1" in reasons[over.label]
+    assert lacking.label not in reasons  # a device this machine lacks is listed elsewhere
     assert recommend(rows, max_drop=-1.0).best is None
 
 
@@ -101,9 +128,10 @@ def test_report_is_rebuilt_from_results_json_alone(run_dir, capsys):
     assert result.code == 0, result.err
     markdown = (run_dir / "report.md").read_text()
     results = load_results(run_dir)
-    baseline = next(r for r in results["rows"] if r["kind"] == "baseline")
-    assert f"{baseline['latency']['p50_ms']:.3f}" in markdown  # figures come from the results
-    assert "## Recommendation" in markdown and "executorch/int8" in markdown
+    baseline = next(row for row in results.rows if row.kind == "baseline")
+    assert f"{baseline.p50:.3f}" in markdown  # figures come from the results
+    assert "## Recommendation" in markdown and "interleaved" in markdown
+    assert results.run["machine"]["cpu_model"] in markdown  # whose machine made the figures
     page = (run_dir / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 3
     for name in ("pareto", "latency", "size"):
@@ -111,7 +139,7 @@ def test_report_is_rebuilt_from_results_json_alone(run_dir, capsys):
     assert "## Not available on this machine" in markdown
     assert "- onnx on gpu (fp32, int8): " in markdown  # once per target and device
     summary = json.loads((run_dir / "report.json").read_text())
-    assert summary["recommendation"].startswith("executorch/int8")
+    assert summary["recommendation"].endswith("@ cpu x1")
 
 
 def test_report_of_a_folder_without_results(tmp_path, capsys):
@@ -119,11 +147,15 @@ def test_report_of_a_folder_without_results(tmp_path, capsys):
     assert result.code == 2 and "no results.json" in result.err
 
 
+def _recorded(run_id: str, created: str = "2026-01-01T00:00:00+00:00") -> Results:
+    payload = json.loads(RECORDED.read_text())
+    payload["run"]["id"], payload["run"]["created"] = run_id, created
+    return Results(payload["run"], [Row.from_dict(row) for row in payload["rows"]])
+
+
 def _record(args):
     path, run_id = args
-    results = json.loads(RECORDED.read_text())
-    results["run"]["id"] = run_id
-    record_run(results, Path("."), Path(path))
+    record_run(_recorded(run_id), Path("."), Path(path))
 
 
 def test_history_survives_two_processes_writing_at_once(tmp_path):
@@ -135,24 +167,27 @@ def test_history_survives_two_processes_writing_at_once(tmp_path):
     assert sorted(r["id"] for r in runs) == sorted(job[1] for job in jobs)
     rows = len(json.loads(RECORDED.read_text())["rows"])
     assert all(r["rows"] == rows for r in runs)
+    assert all(r["machine"]["cpu_model"] for r in runs)
 
 
-def test_compare_and_the_latency_gate_against_history(run_dir, tmp_path, capsys):
-    database = tmp_path / "h.sqlite"
-    earlier = json.loads(RECORDED.read_text())
-    earlier["run"]["id"] = "earlier"
-    earlier["run"]["created"] = "2026-01-01T00:00:00+00:00"
-    record_run(earlier, run_dir, database)
-    slower = copy.deepcopy(earlier)
-    slower["run"]["id"], slower["run"]["created"] = "slower", "2026-02-01T00:00:00+00:00"
-    for row in slower["rows"]:
-        if row["latency"]:
-            row["latency"]["p50_ms"] *= 1.5
-            row["disturbed"] = False
-    (run_dir / "results.json").write_text(json.dumps(slower))
+def _slower_run(run_dir, database, factor=1.5, cpu_model=None):
+    record_run(_recorded("earlier"), run_dir, database)
+    slower = _recorded("slower", "2026-02-01T00:00:00+00:00")
+    for row in slower.rows:
+        if row.latency:
+            row.latency["p50_ms"] *= factor
+        row.disturbed = False
+        if cpu_model:
+            row.fingerprint = dict(row.fingerprint, cpu_model=cpu_model)
+    (run_dir / "results.json").write_text(json.dumps(slower.to_dict()))
     record_run(slower, run_dir, database)
+
+
+def test_compare_and_the_recorded_latency_gate_against_history(run_dir, tmp_path, capsys):
+    database = tmp_path / "h.sqlite"
+    _slower_run(run_dir, database)
     deltas = {d["key"]: d for d in compare_runs("earlier", "slower", database)}
-    assert deltas["executorch/int8@cpux1"]["p50_change_pct"] == pytest.approx(50.0)
+    assert deltas["digits-mobilenet:onnx/int8@cpux1"]["p50_change_pct"] == pytest.approx(50.0)
     assert resolve_run("last", database, exclude="slower") == "earlier"
     shown = run_cli(capsys, "compare", "earlier", "slower", "--history", str(database))
     assert shown.code == 0 and "+50.0 %" in shown.out
@@ -164,10 +199,11 @@ def test_compare_and_the_latency_gate_against_history(run_dir, tmp_path, capsys)
         "10",
         "--against",
         "last",
+        "--recorded",
         "--history",
         str(database),
     )
-    assert gate.code == 1 and "p50 regression" in gate.out
+    assert gate.code == 1 and "p50 regression" in gate.out and "not interleaved" in gate.out
     relaxed = run_cli(
         capsys,
         "check",
@@ -176,12 +212,36 @@ def test_compare_and_the_latency_gate_against_history(run_dir, tmp_path, capsys)
         "60",
         "--max-drop",
         "1",
+        "--recorded",
         "--history",
         str(database),
     )
     assert relaxed.code == 0, relaxed.out
     with pytest.raises(UserInputError, match="no run 'nope'"):
         resolve_run("nope", database)
+
+
+def test_latency_from_another_machine_is_refused_unless_asked(run_dir, tmp_path, capsys):
+    database = tmp_path / "h.sqlite"
+    _slower_run(run_dir, database, factor=1.0, cpu_model="AMD EPYC 7B13")
+    refused = run_cli(capsys, "compare", "earlier", "slower", "--history", str(database))
+    assert refused.code == 2 and "cpu_model" in refused.err
+    assert len(refused.err.strip().splitlines()) == 1
+    labelled = run_cli(
+        capsys, "compare", "earlier", "slower", "--history", str(database), "--across-machines"
+    )
+    assert labelled.code == 0 and "ACROSS MACHINES" in labelled.out
+    gate = run_cli(
+        capsys,
+        "check",
+        str(run_dir),
+        "--max-latency-regression",
+        "10",
+        "--recorded",
+        "--history",
+        str(database),
+    )
+    assert gate.code == 2 and "different machines" in gate.err
 
 
 def test_config_file_round_trip(tmp_path, capsys):
@@ -215,11 +275,23 @@ def test_config_file_round_trip(tmp_path, capsys):
     assert bad.code == 2 and "unknown device 'phone'" in bad.err
 
 
-def test_a_missing_device_is_unavailable_and_a_broken_one_failed():
-    from edgekit.errors import DeviceUnavailable, EdgekitError
-    from edgekit.runner import _failed_row
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('threads = "many"', "'threads' must be list[int]"),
+        ("targets = 5", "'targets' must be list[str]"),
+        ("max_drop = true", "'max_drop' must be float"),
+    ],
+)
+def test_a_config_of_the_wrong_types_is_one_line(tmp_path, capsys, line, message):
+    path = tmp_path / "edgekit.toml"
+    path.write_text(f"[run]\n{line}\n")
+    result = run_cli(capsys, "run", "--config", str(path))
+    assert result.code == 2 and message in result.err and str(path) in result.err
 
-    lacks = _failed_row("onnx", "fp32", "gpu", DeviceUnavailable("no CUDA provider"), 1)
-    broke = _failed_row("onnx", "fp32", "cpu", EdgekitError("the runtime crashed (SIGSEGV)"), 1)
-    assert (lacks["status"], broke["status"]) == ("unavailable", "failed")
-    assert broke["error"] == "the runtime crashed (SIGSEGV)"
+
+def test_a_missing_device_is_unavailable_and_a_broken_one_failed():
+    lacks = _failed("onnx", "fp32", "gpu", 1, DeviceUnavailable("no CUDA provider"))
+    broke = _failed("onnx", "fp32", "cpu", 1, EdgekitError("the runtime crashed (SIGSEGV)"))
+    assert (lacks.status, broke.status) == ("unavailable", "failed")
+    assert broke.error == "the runtime crashed (SIGSEGV)"

@@ -20,10 +20,11 @@ from target_helpers import export_raw as export
 
 from edgekit.errors import DeviceUnavailable, UnsupportedExport, UserInputError
 from edgekit.metrics import compare_outputs
-from edgekit.models import SourceModel
+from edgekit.source import SourceModel
 from edgekit.targets import get_target
 from edgekit.targets.base import ExportRequest
-from edgekit.targets.tflite import graph_ops
+from edgekit.targets.session import Accelerator
+from edgekit.targets.tflite.flatbuffer import graph_ops
 
 SAMPLES = 100
 
@@ -51,7 +52,7 @@ def artifacts(target, digits_model, calibration, tmp_path_factory):
 
 def measure(target, path, manifest, reference, **options):
     x, expected = reference
-    session = target.open(path, manifest, device=options.pop("device", "cpu"), **options)
+    session = target.open(path, manifest, **options)
     try:
         return compare_outputs(expected, session.predict(x)), session.info
     finally:
@@ -207,9 +208,14 @@ def test_channel_last_io_removes_the_input_transpose(target, tmp_path):
 
     torch.manual_seed(0)
     module = MobileNetV2(
-        num_classes=10, in_channels=3, stem_channels=8, stem_stride=2, last_channels=32,
-        blocks=((1, 8, 1, 1), (4, 16, 2, 2)), dropout=0.0,
-    ).eval()  # fmt: skip
+        num_classes=10,
+        in_channels=3,
+        stem_channels=8,
+        stem_stride=2,
+        last_channels=32,
+        blocks=((1, 8, 1, 1), (4, 16, 2, 2)),
+        dropout=0.0,
+    ).eval()
     preprocess = Preprocess((32, 32), 3, (0.0,) * 3, (1.0,) * 3, tuple("0123456789"))
     source = SourceModel("rgb-net", "torch", module, preprocess, "test", "test")
     plain = tmp_path / "plain.tflite"
@@ -231,8 +237,8 @@ def test_unsupported_combinations_say_why(target, digits_model, calibration, tmp
     reason = target.unsupported_reason("fp16", digits_model, io_dtype="int8")
     assert "int8 input/output needs the int8 (static) recipe" in reason
     assert target.unsupported_reason("int8", digits_model, io_dtype="int8") is None
-    with pytest.raises(UnsupportedExport, match="tflite int8-dynamic: int8 input/output"):
-        target.export(ExportRequest(digits_model, "int8-dynamic", tmp_path / "a", io_dtype="int8"))
+    dynamic = target.unsupported_reason("int8-dynamic", digits_model, io_dtype="int8")
+    assert dynamic.startswith("tflite int8-dynamic: int8 input/output")
     with pytest.raises(UnsupportedExport, match="keep_float applies to the int8 recipe only"):
         target.export(
             ExportRequest(digits_model, "int8-dynamic", tmp_path / "b", keep_float=("block2.dw",))
@@ -248,20 +254,17 @@ def test_unsupported_combinations_say_why(target, digits_model, calibration, tmp
     with pytest.raises(UserInputError, match="needs calibration"):
         target.export(ExportRequest(digits_model, "int8", tmp_path / "c"))
     jax_model = SourceModel("j", "jax", None, digits_model.preprocess, "d", "s")
-    assert "no converter for jax models" in target.unsupported_reason("fp32", jax_model)
+    assert "is a jax model; tflite exports torch, keras" in target.unsupported_reason(
+        "fp32", jax_model
+    )
     assert "unknown recipe" in target.unsupported_reason("int4", digits_model)
     assert not list(tmp_path.iterdir())  # nothing half-written
 
 
-def test_unknown_device_is_unavailable(target, artifacts):
-    path, manifest, _ = artifacts("fp32")
-    with pytest.raises(DeviceUnavailable, match="unknown device 'npu'"):
-        target.open(path, manifest, device="npu")
-
-
-def test_versions(target):
-    versions = target.versions()
-    assert versions["ai-edge-litert"] == "2.3.0" and versions["litert-torch"] == "0.10.0"
+def test_the_target_declares_what_it_can_do(target):
+    assert target.io_dtypes == ("float32", "int8") and Accelerator.GPU in target.accelerators
+    assert "ai-edge-litert" in target.packages and target.session_options == ("xnnpack",)
+    assert target.official_runner().env_var == "EDGEKIT_BENCHMARK_MODEL"
 
 
 # ---- GPU (LiteRT CompiledModel, WebGPU over Vulkan) ------------------------------------------
@@ -270,10 +273,11 @@ def test_versions(target):
 def predict_on_gpu(path, x):
     """The GPU session in a child process, as edgekit always runs it: a GPU driver that crashes
     (some do once TensorFlow is loaded in the same process) must not take the caller down."""
-    from edgekit.bench import predict_in_child
+    from edgekit.artifact import load_artifact
+    from edgekit.devices import get_device
 
     try:
-        return predict_in_child(path, x, device="gpu")
+        return get_device("gpu").predict(load_artifact(path), x)
     except DeviceUnavailable as exc:
         pytest.skip(f"no LiteRT GPU accelerator here: {exc}")
 
@@ -295,9 +299,10 @@ def test_gpu_without_a_vulkan_driver_is_unavailable(artifacts):
     script = (
         "import json, sys\n"
         "from edgekit.targets import get_target\n"
+        "from edgekit.targets.session import Accelerator\n"
         "from edgekit.errors import DeviceUnavailable\n"
         "try:\n"
-        "    get_target('tflite').open(sys.argv[1], json.loads(sys.argv[2]), device='gpu')\n"
+        "    get_target('tflite').open(sys.argv[1], json.loads(sys.argv[2]), Accelerator.GPU)\n"
         "except DeviceUnavailable as exc:\n"
         "    print('UNAVAILABLE', exc)\n"
     )

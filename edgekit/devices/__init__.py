@@ -1,0 +1,66 @@
+"""Devices, registered by name: where an artifact runs. The table below is the one place that
+names them outside their own modules; ``get_device(name, **options)`` makes one."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from edgekit.errors import UserInputError
+from edgekit.plugins import load_plugins
+
+# name -> module that defines and registers it; imported lazily
+DEVICE_MODULES: dict[str, str] = {
+    "cpu": "edgekit.devices.host",
+    "gpu": "edgekit.devices.host",
+    "android": "edgekit.devices.android",
+    "arm64-emu": "edgekit.devices.arm64_emu",
+}
+DEFAULT_DEVICE = "cpu"  # where export validation and the accuracy-aware loop measure
+DEFAULT_DEVICES = ("cpu", "gpu")  # what ``edgekit run`` measures unless told otherwise
+_REGISTRY: dict[str, type] = {}
+
+
+def register(device_class: type) -> type:
+    """Class decorator: make a device available by its ``name``."""
+    _REGISTRY[device_class.name] = device_class
+    return device_class
+
+
+def add_device(name: str, module: str) -> None:
+    """Register a device defined outside edgekit (a plugin, or a test's)."""
+    DEVICE_MODULES[name] = module
+
+
+def device_names() -> list[str]:
+    load_plugins()
+    return list(DEVICE_MODULES)
+
+
+def device_class(name: str) -> type:
+    load_plugins()
+    if name not in DEVICE_MODULES:
+        raise UserInputError(f"unknown device '{name}' (choose from {', '.join(DEVICE_MODULES)})")
+    if name not in _REGISTRY:
+        importlib.import_module(DEVICE_MODULES[name])
+    return _REGISTRY[name]
+
+
+def get_device(name: str, **options: Any) -> Any:
+    """A device by name; ``options`` that are None are ignored, others must be the device's."""
+    cls = device_class(name)
+    given = {key: value for key, value in options.items() if value is not None}
+    foreign = sorted(set(given) - set(cls.options))
+    if foreign:
+        names = ", ".join("--" + key.replace("_", "-") for key in foreign)
+        raise UserInputError(f"{names} does not apply to device {name}")
+    return cls(**given)
+
+
+def parse_devices(text: str) -> list[str]:
+    chosen = [part.strip() for part in text.split(",") if part.strip()]
+    if not chosen:
+        raise UserInputError(f"--devices '{text}': name at least one device")
+    for name in chosen:
+        device_class(name)
+    return chosen

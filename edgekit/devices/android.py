@@ -1,10 +1,11 @@
-"""Android devices over adb (an emulator or a phone), chosen by serial."""
+"""Android devices over adb (an emulator or a phone), chosen by serial. Each target's official
+runner (``Target.official_runner()``: benchmark_model, executor_runner, onnxruntime_perf_test)
+is pushed with the artifact and run; a block of the interleaved protocol is one run of it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -12,9 +13,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from edgekit.devices import register
+from edgekit.devices.base import Device, DeviceTraits
 from edgekit.errors import DeviceUnavailable
+from edgekit.latency import Block, BlockTimer, Protocol
+from edgekit.targets import get_target
 
 ADB_TIMEOUT_S = 30
+REMOTE_DIR = "/data/local/tmp/edgekit"
+NO_OUTPUTS = (
+    "android: the official runners print timings, not outputs, so edgekit measures latency "
+    "only there (evaluate the same artifact on cpu or arm64-emu for its numerics)"
+)
 
 
 @dataclass(frozen=True)
@@ -49,7 +61,6 @@ def parse_devices(output: str) -> list[AdbDevice]:
 
 
 def attached_devices() -> list[AdbDevice]:
-    """``adb devices -l``, parsed."""
     out = subprocess.run(
         [adb_path(), "devices", "-l"],
         capture_output=True,
@@ -60,42 +71,28 @@ def attached_devices() -> list[AdbDevice]:
     return parse_devices(out)
 
 
-def list_devices() -> list[dict[str, object]]:
-    return [
-        {"serial": device.serial, "state": device.state, **device.properties}
-        for device in attached_devices()
-    ]
-
-
-# --- running an artifact with the official runners ---
-
-REMOTE_DIR = "/data/local/tmp/edgekit"
-RUNNER_ENV = {  # where a user points edgekit at each official runner binary (built for the ABI)
-    "tflite": "EDGEKIT_BENCHMARK_MODEL",  # LiteRT's benchmark_model
-    "executorch": "EDGEKIT_EXECUTOR_RUNNER",  # ExecuTorch's executor_runner
-    "onnx": "EDGEKIT_ORT_PERF_TEST",  # onnxruntime_perf_test
-}
-
-
-def _adb(serial: str, *args: str, timeout: float = ADB_TIMEOUT_S) -> str:
-    completed = subprocess.run(
-        [adb_path(), "-s", serial, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+def adb(serial: str, *args: str, timeout: float = ADB_TIMEOUT_S) -> str:
+    try:
+        completed = subprocess.run(
+            [adb_path(), "-s", serial, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise DeviceUnavailable(
+            f"adb -s {serial} {args[0]}: timed out after {timeout:.0f} s"
+        ) from None
     if completed.returncode != 0:
-        reason = (completed.stderr.strip() or completed.stdout.strip() or "no output").splitlines()[
-            -1
-        ]
-        raise DeviceUnavailable(f"adb -s {serial} {args[0]}: failed ({reason})")
+        text = completed.stderr.strip() or completed.stdout.strip() or "no output"
+        raise DeviceUnavailable(f"adb -s {serial} {args[0]}: failed ({text.splitlines()[-1]})")
     return completed.stdout
 
 
 def shell(serial: str, command: list[str], timeout: float = 600) -> str:
     """Run ``command`` on the device; every argument is quoted for the device's shell."""
-    return _adb(serial, "shell", " ".join(shlex.quote(part) for part in command), timeout=timeout)
+    return adb(serial, "shell", " ".join(shlex.quote(part) for part in command), timeout=timeout)
 
 
 def choose_device(serial: str | None) -> AdbDevice:
@@ -127,165 +124,113 @@ def device_facts(serial: str) -> dict[str, str]:
     }
 
 
-def runner_path(target: str, runner: str | None = None) -> Path:
-    variable = RUNNER_ENV[target]
-    chosen = runner or os.environ.get(variable)
+def runner_path(target_name: str) -> Path:
+    """The official runner binary of a target, from its environment variable."""
+    import os
+
+    runner = get_target(target_name).official_runner()
+    if runner is None:
+        raise DeviceUnavailable(f"android: {target_name} has no official runner in edgekit")
+    chosen = os.environ.get(runner.env_var)
     if not chosen:
         raise DeviceUnavailable(
-            f"android: no runner for {target}; set {variable} to the path of the official runner "
-            "built for the device's ABI"
+            f"android: no runner for {target_name}; set {runner.env_var} to the path of the "
+            "official runner built for the device's ABI"
         )
     path = Path(chosen)
     if not path.is_file():
-        raise DeviceUnavailable(f"{path}: runner for {target} not found")
+        raise DeviceUnavailable(f"{path}: runner for {target_name} not found")
     return path
 
 
-def runner_command(
-    target: str, runner: str, model: str, threads: int, protocol: Any, gpu: bool
-) -> list[str]:
-    """The official runner's command line for one measurement."""
-    if target == "tflite":
-        return [
-            runner,
-            f"--graph={model}",
-            f"--num_threads={threads}",
-            f"--warmup_runs={protocol.warmup}",
-            f"--num_runs={protocol.min_runs}",
-            f"--min_secs={protocol.min_seconds}",
-            f"--use_gpu={'true' if gpu else 'false'}",
-            f"--use_xnnpack={'false' if gpu else 'true'}",
-        ]
-    if target == "executorch":
-        return [
-            runner,
-            f"--model_path={model}",
-            f"--num_executions={protocol.min_runs}",
-            f"--cpu_threads={threads}",
-        ]
-    return [runner, "-m", "times", "-r", str(protocol.min_runs), "-x", str(threads), "-I", model]
+class RunnerTimer(BlockTimer):
+    """The artifact and its runner pushed to the phone; a block is one run of the runner."""
 
-
-def parse_benchmark_model(output: str) -> dict[str, float]:
-    """LiteRT benchmark_model: its `Inference timings in us` and `count=... avg=...` lines."""
-    figures: dict[str, float] = {}
-    timings = re.search(
-        r"Inference timings in us: Init: ([\d.]+), First inference: ([\d.]+), "
-        r"Warmup \(avg\): ([\d.e+]+), Inference \(avg\): ([\d.e+]+)",
-        output,
-    )
-    if not timings:
-        raise ValueError("benchmark_model output has no 'Inference timings in us' line")
-    figures["load_ms"] = float(timings.group(1)) / 1e3
-    figures["first_ms"] = float(timings.group(2)) / 1e3
-    figures["mean_ms"] = float(timings.group(4)) / 1e3
-    runs = [line for line in output.splitlines() if re.search(r"count=\d+ first=", line)]
-    if runs:  # the last such line is the timed runs (the one before is warm-up)
-        fields = dict(re.findall(r"(\w+)=([\d.e+]+)", runs[-1]))
-        figures.update(
-            count=float(fields["count"]),
-            min_ms=float(fields["min"]) / 1e3,
-            max_ms=float(fields["max"]) / 1e3,
-            std_ms=float(fields.get("std", 0)) / 1e3,
-        )
-        median = fields.get("median", fields.get("p50"))  # newer releases print percentiles
-        if median is not None:
-            figures["p50_ms"] = float(median) / 1e3
-    memory = re.search(r"Peak memory footprint \(MB\): init=([\d.]+) overall=([\d.]+)", output)
-    if memory:
-        figures["peak_rss_mb"] = float(memory.group(2))
-    return figures
-
-
-def parse_executor_runner(output: str) -> dict[str, float]:
-    """ExecuTorch ``executor_runner``: ``Model executed successfully N time(s) in T ms.``"""
-    match = re.search(r"Model executed successfully (\d+) time\(s\) in ([\d.]+) ms", output)
-    if not match:
-        raise ValueError("executor_runner output has no 'Model executed successfully' line")
-    count, total = int(match.group(1)), float(match.group(2))
-    return {"count": float(count), "mean_ms": total / count}
-
-
-def parse_ort_perf_test(output: str) -> dict[str, float]:
-    """``onnxruntime_perf_test``: average, min/max and percentile latencies (seconds)."""
-    average = re.search(r"Average inference time cost: ([\d.e+-]+) ms", output)
-    if not average:
-        raise ValueError("onnxruntime_perf_test output has no 'Average inference time cost' line")
-    figures = {"mean_ms": float(average.group(1))}
-    for key, label in (
-        ("min_ms", "Min"),
-        ("max_ms", "Max"),
-        ("p50_ms", "P50"),
-        ("p90_ms", "P90"),
-        ("p99_ms", "P99"),
-    ):
-        match = re.search(rf"{label} Latency: ([\d.e+-]+) s", output)
-        if match:
-            figures[key] = float(match.group(1)) * 1e3
-    runs = re.search(r"Total inference requests: (\d+)", output)
-    if runs:
-        figures["count"] = float(runs.group(1))
-    creation = re.search(r"Session creation time cost: ([\d.e+-]+) s", output)
-    if creation:
-        figures["load_ms"] = float(creation.group(1)) * 1e3
-    peak = re.search(r"Peak working set size: (\d+) bytes", output)
-    if peak:
-        figures["peak_rss_mb"] = int(peak.group(1)) / 2**20
-    return figures
-
-
-PARSERS = {
-    "tflite": parse_benchmark_model,
-    "executorch": parse_executor_runner,
-    "onnx": parse_ort_perf_test,
-}
-
-
-def bench_on_android(
-    artifact: Any,
-    serial: str | None,
-    threads: int,
-    protocol: Any,
-    runner: str | None = None,
-    gpu: bool = False,
-) -> Any:
-    """Push the artifact and the target's official runner, run it, parse its output, clean up."""
-    from edgekit.bench import LatencyRecord
-
-    record = LatencyRecord.for_artifact(artifact, "android", threads)
-    try:
+    def __init__(self, artifact: Any, serial: str | None, threads: int, gpu: bool) -> None:
+        self.label = artifact.label
+        self._official = get_target(artifact.target).official_runner()
+        local_runner = runner_path(artifact.target)
         device = choose_device(serial)
-        local_runner = runner_path(artifact.target, runner)
-        facts = device_facts(device.serial)
-        shell(device.serial, ["mkdir", "-p", REMOTE_DIR])
-        remote_model = f"{REMOTE_DIR}/{artifact.path.name}"
-        remote_runner = f"{REMOTE_DIR}/{local_runner.name}"
+        self.serial = device.serial
+        facts = device_facts(self.serial)
+        self._model = f"{REMOTE_DIR}/{artifact.path.name}"
+        self._runner = f"{REMOTE_DIR}/{local_runner.name}"
+        self._threads, self._gpu = threads, gpu
+        self.runtime = {"runner": local_runner.name, "serial": self.serial, **facts}
         try:
-            _adb(device.serial, "push", str(artifact.path), remote_model, timeout=600)
-            _adb(device.serial, "push", str(local_runner), remote_runner, timeout=600)
-            shell(device.serial, ["chmod", "755", remote_runner])
-            command = runner_command(
-                artifact.target, remote_runner, remote_model, threads, protocol, gpu
-            )
-            output = shell(device.serial, command, timeout=1800)
-        finally:
-            shell(device.serial, ["rm", "-rf", REMOTE_DIR])
-        figures = PARSERS[artifact.target](output)
-    except (DeviceUnavailable, ValueError, subprocess.TimeoutExpired) as exc:
-        record.error = str(exc)
-        return record
-    record.status = "ok"
-    record.load_ms = figures.pop("load_ms", None)
-    record.first_ms = figures.pop("first_ms", None)
-    record.peak_rss_mb = figures.pop("peak_rss_mb", None)
-    figures.setdefault("p50_ms", figures["mean_ms"])
-    record.stats = figures
-    record.runtime = {
-        "runner": local_runner.name,
-        "serial": device.serial,
-        **facts,
-        "command": json.dumps(command),
-    }
-    if "std_ms" not in figures:
-        record.warnings.append("the runner reports only a mean: no spread or percentiles")
-    return record
+            shell(self.serial, ["mkdir", "-p", REMOTE_DIR])
+            adb(self.serial, "push", str(artifact.path), self._model, timeout=600)
+            adb(self.serial, "push", str(local_runner), self._runner, timeout=600)
+            shell(self.serial, ["chmod", "755", self._runner])
+            first = self._run(1)
+        except BaseException:
+            self.close()  # nothing of ours stays on the phone
+            raise
+        self.load_ms, self.first_ms = first.get("load_ms"), first.get("first_ms")
+        self.warm_ms = max(first.get("mean_ms", 1.0), 1e-3)
+
+    def _run(self, runs: int) -> dict[str, float]:
+        command = self._official.command(self._runner, self._model, self._threads, runs, self._gpu)
+        self.runtime["command"] = json.dumps(command)
+        output = shell(self.serial, command, timeout=1800)
+        try:
+            return self._official.parse(output)
+        except ValueError as exc:
+            raise DeviceUnavailable(f"android: {exc}") from None
+
+    def block(self, runs: int) -> Block:
+        figures = self._run(runs)
+        if "peak_rss_mb" in figures:
+            self.peak_rss_mb = figures["peak_rss_mb"]
+        mean = figures["mean_ms"]
+        summary = {k: v for k, v in figures.items() if k.endswith("_ms") and k != "mean_ms"}
+        return Block(None, mean, figures.get("p50_ms", mean), summary=summary)
+
+    def close(self) -> None:
+        with contextlib.suppress(DeviceUnavailable):
+            shell(self.serial, ["rm", "-rf", REMOTE_DIR])
+
+
+@register
+class AndroidDevice(Device):
+    name = "android"
+    options = ("serial",)
+    summary = "an Android phone or emulator over adb, with each target's official runner"
+
+    def traits(self, runtime: dict[str, Any] | None = None) -> DeviceTraits:
+        return DeviceTraits(
+            latency_comparable=True, predicts=False, note="Android over adb", where="remote"
+        )
+
+    def unavailable_reason(self, artifact: Any) -> str | None:
+        try:
+            runner_path(artifact.target)
+            choose_device(self.settings.get("serial"))
+        except DeviceUnavailable as exc:
+            return str(exc)
+        return None
+
+    def predict(self, artifact: Any, x: np.ndarray, threads: int = 1) -> tuple[np.ndarray, dict]:
+        raise DeviceUnavailable(NO_OUTPUTS)
+
+    def timer(
+        self,
+        artifact: Any,
+        threads: int,
+        sample: np.ndarray | None,
+        protocol: Protocol,
+        timeout_s: float,
+    ) -> BlockTimer:
+        return RunnerTimer(artifact, self.settings.get("serial"), threads, gpu=False)
+
+    def facts(self) -> dict[str, Any]:
+        path = shutil.which("adb")
+        if path is None:
+            return {"adb": None, "devices": []}
+        try:
+            devices = [
+                {"serial": d.serial, "state": d.state, **d.properties} for d in attached_devices()
+            ]
+        except (OSError, subprocess.SubprocessError) as exc:
+            return {"adb": path, "devices": [], "error": str(exc)[:160]}
+        return {"adb": path, "devices": devices}

@@ -1,0 +1,139 @@
+"""``edgekit export``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from edgekit.cli import views
+from edgekit.cli.app import app
+from edgekit.cli.console import err_console
+from edgekit.cli.options import (
+    DataOption,
+    JsonOption,
+    ModelOption,
+    ShapeOption,
+    WeightsOption,
+    parse_csv,
+    parse_shape,
+)
+from edgekit.errors import UserInputError
+from edgekit.targets import DEFAULT_TARGET, target_names
+
+
+def chosen_recipes(recipe: str | None, int8: bool, fp16: bool, int8_dynamic: bool) -> list:
+    from edgekit.quantize.recipes import parse_recipes
+
+    chosen = [
+        name
+        for name, flag in (("int8", int8), ("fp16", fp16), ("int8-dynamic", int8_dynamic))
+        if flag
+    ]
+    if recipe is not None:
+        chosen.append(recipe)
+    if len(chosen) > 1:
+        raise UserInputError(f"choose one recipe, got {', '.join(chosen)}")
+    return parse_recipes(chosen[0] if chosen else "fp32")
+
+
+@app.command()
+def export(
+    target: Annotated[
+        str, typer.Option("--target", "-t", help=", ".join(target_names()) + ", or all")
+    ] = DEFAULT_TARGET,
+    recipe: Annotated[
+        str | None, typer.Option("--recipe", "-r", help="fp32, fp16, int8, int8-dynamic, or all")
+    ] = None,
+    int8: Annotated[bool, typer.Option("--int8", help="short for --recipe int8")] = False,
+    fp16: Annotated[bool, typer.Option("--fp16", help="short for --recipe fp16")] = False,
+    int8_dynamic: Annotated[
+        bool, typer.Option("--int8-dynamic", help="short for --recipe int8-dynamic")
+    ] = False,
+    model: ModelOption = "digits-mobilenet",
+    data: DataOption = "digits",
+    weights: WeightsOption = None,
+    input_shape: ShapeOption = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="output directory")] = Path(
+        "edgekit-artifacts"
+    ),
+    calibration_samples: Annotated[int, typer.Option("--calibration-samples")] = 200,
+    io: Annotated[
+        str, typer.Option("--io", help="float32, or int8 for a full-integer tflite")
+    ] = "float32",
+    keep_float: Annotated[
+        str | None,
+        typer.Option("--keep-float", help="torch module paths to keep float: block6.project,head"),
+    ] = None,
+    max_drop: Annotated[
+        float | None,
+        typer.Option(
+            "--max-drop", help="int8: keep the most harmful layers float until the drop <= POINTS"
+        ),
+    ] = None,
+    max_steps: Annotated[
+        int, typer.Option("--max-steps", help="float islands --max-drop may add")
+    ] = 4,
+    point_estimate: Annotated[
+        bool, typer.Option("--point-estimate", help="--max-drop on the drop, not its upper bound")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Export (and quantize) a model, validate it against the source, write artifact + manifest."""
+    from edgekit.data import load_dataset
+    from edgekit.errors import UnsupportedExport
+    from edgekit.export import export_artifact
+    from edgekit.models import load_model
+    from edgekit.targets import parse_targets
+
+    recipes = chosen_recipes(recipe, int8, fp16, int8_dynamic)
+    targets = parse_targets(target)
+    source = load_model(model, weights=weights, input_shape=parse_shape(input_shape))
+    dataset = load_dataset(data, source.preprocess)
+    keep = tuple(parse_csv(keep_float or ""))
+    if max_drop is not None:
+        if [spec.name for spec in recipes] != ["int8"]:
+            raise UserInputError("--max-drop needs --int8")
+        if keep:
+            raise UserInputError("--max-drop chooses the float layers itself; drop --keep-float")
+        from edgekit.accuracy_aware import export_accuracy_aware
+
+        for name in targets:
+            aware = export_accuracy_aware(
+                source, dataset, name, max_drop, output, calibration_samples, max_steps,
+                point_estimate=point_estimate,
+            )  # fmt: skip
+            if as_json:
+                print(json.dumps({"path": str(aware.artifact.path), **aware.artifact.manifest},
+                                 indent=2))  # fmt: skip
+            else:
+                views.accuracy_aware(name, aware)
+        return
+    results, failures = [], []
+    for target_name in targets:
+        for spec in recipes:
+            try:
+                result = export_artifact(
+                    source, dataset, target_name, spec.name, output, calibration_samples, io, keep
+                )
+            except UnsupportedExport as exc:
+                if len(targets) * len(recipes) == 1:
+                    raise
+                failures.append((target_name, spec.name, str(exc)))
+                continue
+            results.append(result)
+    if as_json:
+        payload = {
+            "artifacts": [{"path": str(r.artifact.path), **r.artifact.manifest} for r in results],
+            "unsupported": [{"target": t, "recipe": r, "reason": why} for t, r, why in failures],
+        }
+        print(json.dumps(payload, indent=2))
+    else:
+        views.exports(results, failures)
+    if failures and not results:
+        raise UserInputError("nothing exported: " + "; ".join(why for _, _, why in failures))
+    if failures and len(targets) > 1:
+        done = sorted({r.artifact.target for r in results})
+        err_console.print(f"[yellow]exported with: {', '.join(done)}[/]")

@@ -1,0 +1,80 @@
+"""``edgekit doctor`` and ``edgekit device setup``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from edgekit.cli.app import app, device_app
+from edgekit.cli.console import console, err_console
+from edgekit.cli.options import CpuOption, JsonOption
+
+
+def _yes(flag: object) -> str:
+    return "[green]yes[/]" if flag else "[red]no[/]"
+
+
+@app.command()
+def doctor(as_json: JsonOption = False) -> None:
+    """Which runtimes, delegates, GPUs and devices this machine has, and its fingerprint."""
+    from edgekit.doctor import diagnose
+    from edgekit.machine import describe
+
+    facts = diagnose()
+    if as_json:
+        print(json.dumps(facts, indent=2))
+        return
+    fingerprint = facts["fingerprint"]
+    console.print(
+        f"[bold]edgekit doctor[/]  Python {facts['python']} on {facts['machine']}; "
+        f"{describe(fingerprint)}; fingerprint {fingerprint['id']}",
+        soft_wrap=True,
+    )
+    versions = Table("package", "version", title="versions")
+    for name, version in facts["versions"].items():
+        versions.add_row(name, version)
+    console.print(versions)
+    targets = Table("target", "export", "run", "problems", title="targets")
+    for name, state in facts["targets"].items():
+        targets.add_row(
+            name, _yes(state["export"]), _yes(state["run"]), "; ".join(state["problems"])
+        )
+    console.print(targets)
+    for name, state in facts["targets"].items():
+        if "xnnpack" in state:
+            console.print(f"XNNPACK in {name}'s runtime: {_yes(state['xnnpack'])} "
+                          f"(backends: {', '.join(state.get('backends', []))})")  # fmt: skip
+    cuda = facts["cuda"]
+    console.print(
+        f"CUDA GPU: {cuda.get('device') if cuda['available'] else 'none'}; "
+        f"onnxruntime providers: {', '.join(facts['onnxruntime_providers'])}"
+    )
+    vulkan = facts["vulkan"]
+    label = "none" if not vulkan["available"] else ", ".join(vulkan["devices"]) or "ICD present"
+    if vulkan.get("software_only"):
+        label += " (software Vulkan: GPU-delegate latency here is not a GPU's)"
+    console.print(f"Vulkan: {label}")
+    devices = Table("device", "facts", title="devices")
+    for name, state in facts["devices"].items():
+        devices.add_row(name, json.dumps(state, default=str)[:150])
+    console.print(devices)
+
+
+@device_app.command("setup")
+def device_setup(
+    name: Annotated[str, typer.Argument(help="the device to set up (arm64-emu)")],
+    cpu: CpuOption = None,
+    with_pte: Annotated[
+        bool, typer.Option("--with-pte", help="also run .pte (trixie userland, ~150 MB)")
+    ] = False,
+) -> None:
+    """Build a device that needs building into the cache (idempotent)."""
+    from edgekit.devices import get_device
+
+    def say(message: str) -> None:
+        err_console.print(message, markup=False, highlight=False)
+
+    get_device(name, cpu=cpu).setup(say, with_pte=with_pte)

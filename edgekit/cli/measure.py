@@ -1,0 +1,225 @@
+"""``edgekit eval``, ``edgekit bench`` and ``edgekit check``: accuracy, latency and the gates on
+them. A command names no device: it passes the device's name and options to the API."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from edgekit.cli import views
+from edgekit.cli.app import app
+from edgekit.cli.console import console
+from edgekit.cli.options import (
+    AcrossOption,
+    ArtifactsArgument,
+    CpuOption,
+    DataOption,
+    DeviceOption,
+    HistoryOption,
+    JsonOption,
+    RoundsOption,
+    SerialOption,
+    ThreadsOption,
+    XnnpackOption,
+    device_options,
+    parse_threads,
+)
+from edgekit.devices import DEFAULT_DEVICE
+from edgekit.errors import GateFailed, UserInputError
+
+
+@app.command("eval")
+def eval_command(
+    artifacts: ArtifactsArgument = None,
+    data: DataOption = "digits",
+    device: DeviceOption = DEFAULT_DEVICE,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="with no artifact: evaluate this source model"),
+    ] = None,
+    threads: Annotated[int, typer.Option("--threads")] = 1,
+    cpu: CpuOption = None,
+    xnnpack: XnnpackOption = None,
+    serial: SerialOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Accuracy of artifacts against the baseline on the evaluation split (or of a source model)."""
+    from edgekit.accuracy import evaluate_artifact, evaluate_source
+
+    if not artifacts:
+        result = evaluate_source(model or "digits-mobilenet", data)
+        if as_json:
+            print(json.dumps(result, indent=2))
+            return
+        top5 = f", top-5 {100 * result['top5']:.2f} %" if "top5" in result else ""
+        console.print(
+            f"{result['model']} on {result['dataset']} (evaluation split, "
+            f"{result['samples']} images): top-1 {100 * result['top1']:.2f} %{top5}"
+        )
+        return
+    options = device_options(serial, cpu, xnnpack)
+    records = [
+        evaluate_artifact(str(path), data, device, threads, device_options=options)
+        for path in artifacts
+    ]
+    if as_json:
+        print(json.dumps([record.to_dict() for record in records], indent=2))
+        return
+    views.accuracy(records)
+
+
+@app.command()
+def bench(
+    artifacts: ArtifactsArgument = None,
+    device: DeviceOption = DEFAULT_DEVICE,
+    cpu: CpuOption = None,
+    xnnpack: XnnpackOption = None,
+    threads: ThreadsOption = "1",
+    serial: SerialOption = None,
+    warmup: Annotated[int, typer.Option("--warmup")] = 10,
+    min_runs: Annotated[int, typer.Option("--min-runs")] = 50,
+    min_seconds: Annotated[float, typer.Option("--min-seconds")] = 1.0,
+    rounds: RoundsOption = 10,
+    baseline: Annotated[
+        bool, typer.Option("--baseline/--no-baseline", help="measure the source model too")
+    ] = True,
+    noise_guard: Annotated[bool, typer.Option("--noise-guard/--no-noise-guard")] = True,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds per measurement")] = 600.0,
+    as_json: JsonOption = False,
+) -> None:
+    """Latency of artifacts on a device, interleaved with each other and the baseline."""
+    from edgekit.bench import bench_artifacts
+    from edgekit.latency import NoiseGuard, Protocol
+
+    if not artifacts:
+        raise UserInputError("bench: give one or more artifacts")
+    protocol = Protocol(warmup=warmup, min_runs=min_runs, min_seconds=min_seconds, rounds=rounds)
+    guard = NoiseGuard(enabled=noise_guard)
+    options = device_options(serial, cpu, xnnpack)
+    records = []
+    for count in parse_threads(threads):
+        records += bench_artifacts(
+            list(artifacts), device, count, protocol, guard, None, baseline, timeout, options
+        )
+    if as_json:
+        print(json.dumps([r.to_dict() for r in records], indent=2))
+    else:
+        views.latency(records)
+    _bench_exit(records)
+
+
+def _bench_exit(records: list) -> None:
+    """2 for a file that does not load or a device the user asked for that is missing, 1 for a
+    measurement that failed, 0 when every requested measurement worked."""
+    from edgekit.errors import DeviceUnavailable, EdgekitError
+
+    broken = [r for r in records if r.runtime.get("error_type") == "UserInputError"]
+    if broken:
+        raise UserInputError(f"{broken[0].artifact}: {broken[0].error}")
+    missing = [r for r in records if r.status == "unavailable"]
+    if missing:
+        raise DeviceUnavailable(f"{missing[0].artifact} on {missing[0].device}: {missing[0].error}")
+    failed = [r for r in records if r.status != "ok"]
+    if failed:
+        error = EdgekitError(f"{len(failed)} of {len(records)} measurement(s) failed: "
+                             f"{failed[0].label}: {failed[0].error}")  # fmt: skip
+        error.exit_code = 1
+        raise error
+
+
+@app.command()
+def check(
+    paths: Annotated[
+        list[Path] | None, typer.Argument(help="artifacts, or one run directory")
+    ] = None,
+    data: DataOption = "digits",
+    device: DeviceOption = DEFAULT_DEVICE,
+    max_drop: Annotated[float | None, typer.Option("--max-drop", help="points of top-1")] = None,
+    min_agreement: Annotated[float | None, typer.Option("--min-agreement", help="fraction")] = None,
+    min_sqnr: Annotated[float | None, typer.Option("--min-sqnr", help="dB")] = None,
+    point_estimate: Annotated[
+        bool, typer.Option("--point-estimate", help="gate the drop itself, not its CI upper bound")
+    ] = False,
+    max_latency_regression: Annotated[
+        float | None, typer.Option("--max-latency-regression", help="percent of p50")
+    ] = None,
+    max_arm_x86_diff: Annotated[
+        float | None, typer.Option("--max-arm-x86-diff", help="arm64-emu: max |ARM - x86| logit")
+    ] = None,
+    against: Annotated[
+        str,
+        typer.Option("--against", help="a reference artifact, or (run dirs) last or a run id"),
+    ] = "last",
+    across_machines: AcrossOption = False,
+    recorded: Annotated[
+        bool, typer.Option("--recorded", help="run dirs: compare recorded p50s, do not re-measure")
+    ] = False,
+    threads: Annotated[int, typer.Option("--threads")] = 1,
+    rounds: RoundsOption = 20,
+    cpu: CpuOption = None,
+    xnnpack: XnnpackOption = None,
+    serial: SerialOption = None,
+    history: HistoryOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Exit 1 when accuracy drop, agreement, SQNR or latency breaks a bound; 2 on bad input."""
+    from edgekit.accuracy import evaluate_artifact
+    from edgekit.gates import (
+        accuracy_gates,
+        device_vs_host_gate,
+        latency_regression,
+        run_accuracy_gates,
+        run_latency_gates,
+    )
+    from edgekit.latency import Protocol
+
+    if not paths:
+        raise UserInputError("check: give one or more artifacts, or a run directory")
+    bounds = (max_drop, min_agreement, min_sqnr, max_latency_regression, max_arm_x86_diff)
+    if all(bound is None for bound in bounds):
+        raise UserInputError(
+            "check: give at least one bound (--max-drop, --min-agreement, --min-sqnr, "
+            "--max-latency-regression, --max-arm-x86-diff)"
+        )
+    options = device_options(serial, cpu, xnnpack)
+    protocol = Protocol(rounds=rounds)
+    results = []
+    if len(paths) == 1 and paths[0].is_dir():
+        from edgekit.report.history import resolve_run
+        from edgekit.results import load_results
+
+        run = load_results(paths[0])
+        results += run_accuracy_gates(run, max_drop, min_agreement, min_sqnr, point_estimate)
+        if max_latency_regression is not None:
+            earlier = resolve_run(against, history, exclude=run.run["id"])
+            results += run_latency_gates(run, paths[0], earlier, max_latency_regression, history,
+                                         across_machines, not recorded, protocol)  # fmt: skip
+    else:
+        accuracy_bounds = (max_drop, min_agreement, min_sqnr, max_arm_x86_diff)
+        for path in paths:
+            if max_latency_regression is not None:
+                if against == "last":
+                    raise UserInputError(
+                        "--max-latency-regression on an artifact needs --against REFERENCE "
+                        "(an artifact file), or give a run directory"
+                    )
+                results.append(latency_regression(path, against, max_latency_regression, device,
+                                                  threads, protocol, None, options))  # fmt: skip
+            if all(bound is None for bound in accuracy_bounds):
+                continue
+            record = evaluate_artifact(str(path), data, device, threads, device_options=options)
+            if max_arm_x86_diff is not None:
+                results.append(device_vs_host_gate(record, max_arm_x86_diff))
+            results += accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)
+    if not results:
+        raise UserInputError("check: nothing to gate (no measured rows)")
+    failed = [r for r in results if not r.passed]
+    if as_json:
+        print(json.dumps({"passed": not failed, "gates": [r.to_dict() for r in results]}, indent=2))
+    else:
+        views.gates(results)
+    if failed:
+        raise GateFailed(f"{len(failed)} of {len(results)} gate(s) failed")

@@ -1,0 +1,221 @@
+"""``edgekit run``, ``report``, ``history`` and ``compare``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from edgekit.cli.app import app
+from edgekit.cli.console import console, err_console
+from edgekit.cli.options import (
+    AcrossOption,
+    HistoryOption,
+    JsonOption,
+    parse_threads,
+)
+from edgekit.errors import EdgekitError
+
+
+@app.command()
+def run(
+    model: Annotated[str | None, typer.Option("--model", "-m")] = None,
+    data: Annotated[str | None, typer.Option("--data", "-d")] = None,
+    targets: Annotated[str | None, typer.Option("--targets", help="all or a list")] = None,
+    recipes: Annotated[str | None, typer.Option("--recipes", help="all or a list")] = None,
+    devices: Annotated[str | None, typer.Option("--devices", help="e.g. cpu,gpu")] = None,
+    threads: Annotated[str | None, typer.Option("--threads", help="e.g. 1,2")] = None,
+    max_drop: Annotated[float | None, typer.Option("--max-drop", help="budget in points")] = None,
+    name: Annotated[str | None, typer.Option("--name")] = None,
+    runs_dir: Annotated[str | None, typer.Option("--runs-dir")] = None,
+    serial: Annotated[str | None, typer.Option("--serial")] = None,
+    min_runs: Annotated[int | None, typer.Option("--min-runs")] = None,
+    min_seconds: Annotated[float | None, typer.Option("--min-seconds")] = None,
+    rounds: Annotated[int | None, typer.Option("--rounds", help="interleaved rounds")] = None,
+    accuracy_aware: Annotated[
+        bool | None,
+        typer.Option(
+            "--accuracy-aware/--plain-int8",
+            help="int8 keeps harmful layers float to fit --max-drop",
+        ),
+    ] = None,
+    point_estimate: Annotated[
+        bool | None, typer.Option("--point-estimate", help="decide on the drop, not its bound")
+    ] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="edgekit.toml")] = None,
+    write_config: Annotated[
+        Path | None,
+        typer.Option("--write-config", help="write these options to a TOML file and stop"),
+    ] = None,
+    history: HistoryOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Export, validate, evaluate and benchmark the whole matrix; write a run directory + report."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from edgekit.devices import parse_devices
+    from edgekit.matrix import matrix_summary, run_matrix
+    from edgekit.quantize.recipes import parse_recipes
+    from edgekit.run_config import RunConfig
+    from edgekit.targets import parse_targets
+
+    base = RunConfig.from_toml(config) if config else RunConfig()
+    given = {
+        "model": model,
+        "data": data,
+        "name": name,
+        "runs_dir": runs_dir,
+        "serial": serial,
+        "max_drop": max_drop,
+        "accuracy_aware": accuracy_aware,
+        "point_estimate": point_estimate,
+        "min_runs": min_runs,
+        "min_seconds": min_seconds,
+        "rounds": rounds,
+        "targets": None if targets is None else parse_targets(targets),
+        "recipes": None if recipes is None else [r.name for r in parse_recipes(recipes)],
+        "devices": None if devices is None else parse_devices(devices),
+        "threads": None if threads is None else parse_threads(threads),
+    }
+    settings = replace(base, **{key: value for key, value in given.items() if value is not None})
+    settings.validate()
+    if write_config is not None:
+        from edgekit.fileio import write_bytes_atomic
+
+        write_bytes_atomic(write_config, settings.to_toml().encode())
+        console.print(f"wrote {write_config}")
+        return
+    asked = set(settings.devices) if devices is not None or config is not None else set()
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=False, disable=as_json) as progress:
+        task = progress.add_task("starting", total=None)
+
+        def say(message: str) -> None:
+            progress.update(task, description=message)
+            if not message.startswith("round "):
+                progress.console.log(message)
+
+        result = run_matrix(settings, say, history)
+    summary = matrix_summary(result)
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        console.print(f"[bold]recommendation:[/] {result.recommendation.summary}", soft_wrap=True)
+        if result.failed:
+            console.print(f"{len(result.failed)} row(s) failed (reasons in the report); the run "
+                          "went on past them")  # fmt: skip
+        if result.unavailable:
+            console.print(f"{len(result.unavailable)} row(s) need a device this machine lacks "
+                          "(listed in the report)")  # fmt: skip
+        console.print(f"report: {result.report['md']}  and  {result.report['html']}")
+    _run_exit(result, asked)
+
+
+def _run_exit(result: object, asked: set[str]) -> None:
+    from edgekit.errors import DeviceUnavailable
+
+    # a device the user asked for is missing when nothing at all could run on it
+    missing = [
+        row
+        for row in result.unavailable
+        if row.device in asked
+        and all(r.status == "unavailable" for r in result.results.rows if r.device == row.device)
+    ]
+    if missing:
+        raise DeviceUnavailable(
+            f"{result.run_dir}: device {missing[0].device} was asked for and is not available "
+            f"here ({missing[0].error})"
+        )
+    if result.failed:
+        first = result.failed[0]
+        error = EdgekitError(
+            f"{result.run_dir}: {len(result.failed)} row(s) failed "
+            f"(first: {first.label}: {first.error})"
+        )
+        error.exit_code = 1
+        raise error
+
+
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="a run directory")]) -> None:
+    """Rebuild report.md, report.html, report.json and plots from results.json alone."""
+    from edgekit.report import build_report
+
+    paths = build_report(run_dir)
+    console.print(f"report: {paths['md']}  and  {paths['html']}")
+
+
+@app.command("history")
+def history_command(
+    history: HistoryOption = None,
+    limit: Annotated[int, typer.Option("--limit")] = 20,
+    as_json: JsonOption = False,
+) -> None:
+    """List the runs in the history database, newest first, with the machine of each."""
+    from edgekit.report.history import list_runs
+
+    runs = list_runs(history, limit)
+    if as_json:
+        print(json.dumps(runs, indent=2))
+        return
+    table = Table("run", "created", "model", "data", "commit", "rows ok", "machine")
+    for entry in runs:
+        machine = entry["machine"] or {}
+        table.add_row(
+            entry["id"],
+            entry["created"],
+            entry["model"],
+            entry["data"],
+            entry["git_commit"] or "",
+            f"{entry['ok']}/{entry['rows']}",
+            f"{machine.get('cpu_model', '?')} [{entry['fingerprint_id'] or '?'}]",
+        )
+    console.print(table)
+
+
+@app.command()
+def compare(
+    run_a: Annotated[str, typer.Argument(help="run id, run directory, or last")],
+    run_b: Annotated[str, typer.Argument(help="run id or run directory")],
+    history: HistoryOption = None,
+    across_machines: AcrossOption = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Deltas of every row between two runs (B against A), refused across machines."""
+    from edgekit.report.history import compare_runs, resolve_run
+
+    second = resolve_run(run_b, history)
+    first = resolve_run(run_a, history, exclude=second)
+    deltas = compare_runs(first, second, history, across_machines)
+    if as_json:
+        print(json.dumps({"a": first, "b": second, "rows": deltas}, indent=2))
+        return
+    table = Table(
+        "row", "p50 A ms", "p50 B ms", "p50 change", "top-1 A", "top-1 B", "top-1 change",
+        title=f"{second} against {first} (recorded figures, two moments: no interval)",
+    )  # fmt: skip
+    for entry in deltas:
+        a, b = entry["a"] or {}, entry["b"] or {}
+        change = entry.get("p50_change_pct")
+        label = "" if change is None else f"{change:+.1f} %"
+        if entry.get("across_machines"):
+            label += " ACROSS MACHINES"
+        top1 = entry.get("top1_change_points")
+        table.add_row(
+            entry["key"],
+            _num(a.get("p50_ms"), "{:.3f}"),
+            _num(b.get("p50_ms"), "{:.3f}"),
+            label,
+            _num(a.get("top1") and 100 * a["top1"], "{:.2f}"),
+            _num(b.get("top1") and 100 * b["top1"], "{:.2f}"),
+            "" if top1 is None else f"{top1:+.2f}",
+        )
+    console.print(table)
+
+
+def _num(value: float | None, pattern: str) -> str:
+    return "" if value is None else pattern.format(value)

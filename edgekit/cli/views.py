@@ -1,0 +1,212 @@
+"""The rich tables the commands print."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from edgekit.cli.console import console, warn
+from edgekit.results import precision_label
+
+
+def exports(results: list[Any], failures: list[tuple[str, str, str]]) -> None:
+    table = Table(
+        "artifact", "size", "SQNR dB", "agree", "max |diff|", "fast path", "int8 ops", "s"
+    )
+    for result in results:
+        manifest = result.artifact.manifest
+        figures = manifest["validation"]
+        coverage = manifest["coverage"]
+        int8 = coverage.get("int8_fraction")
+        table.add_row(
+            result.artifact.label,
+            f"{manifest['file']['size'] / 1024:.0f} KB",
+            f"{figures['sqnr_db']:.1f}",
+            f"{figures['top1_agreement']:.3f}",
+            f"{figures['max_abs_diff']:.2g}",
+            f"{coverage['fast_ops']}/{coverage['total_ops']}",
+            "-" if int8 is None else f"{100 * int8:.0f} %",
+            f"{result.seconds:.1f}",
+        )
+    console.print(table)
+    for result in results:
+        console.print(f"wrote {result.artifact.path} (+ .json manifest)", soft_wrap=True)
+    for result in results:
+        for warning in result.warnings:
+            warn(f"{result.artifact.path.name}: {warning}")
+    for target, recipe, why in failures:
+        console.print(f"[red]not exported[/] {target}/{recipe}: {why}", soft_wrap=True)
+
+
+def accuracy_aware(target: str, aware: Any) -> None:
+    table = Table(
+        "step",
+        "kept float",
+        "top-1 (selection)",
+        "drop [95% CI]",
+        "int8 ops",
+        "p50 ms",
+        "latency vs step 0",
+        title=f"{target}: int8 within {aware.max_drop_points:g} points",
+    )
+    for step in aware.steps:
+        low, high = step.drop_ci
+        ratio = ""
+        if step.ratio_to_first is not None:
+            r_low, r_high = step.ratio_ci
+            ratio = f"{step.ratio_to_first:.2f}x [{r_low:.2f}, {r_high:.2f}]"
+        table.add_row(
+            str(step.step),
+            ", ".join(step.keep_float) or "-",
+            f"{100 * step.top1:.2f} %",
+            f"{step.drop_points:+.2f} [{low:+.2f}, {high:+.2f}]",
+            "-" if step.int8_fraction is None else f"{100 * step.int8_fraction:.0f} %",
+            "-" if step.p50_ms is None else f"{step.p50_ms:.3f}",
+            ratio,
+        )
+    console.print(table)
+    final = aware.evaluation
+    low, high = final["drop_ci"]
+    verdict = "within budget" if aware.within_budget else "[red]over budget[/]"
+    console.print(
+        f"wrote {aware.artifact.path} ({precision_label(aware.artifact.manifest)}, {verdict}: "
+        f"drop {final['drop_points']:+.2f} [{low:+.2f}, {high:+.2f}] on the evaluation split "
+        f"of {final['samples']} images, which played no part in choosing)",
+        soft_wrap=True,
+    )
+    for warning in aware.warnings:
+        warn(warning)
+
+
+def accuracy(records: list[Any]) -> None:
+    table = Table(
+        "artifact",
+        "device",
+        "top-1",
+        "baseline",
+        "drop (points) [95% CI]",
+        "McNemar p",
+        "agree",
+        "SQNR dB",
+        "max |diff|",
+        title=f"evaluation split of {records[0].dataset}",
+    )
+    for r in records:
+        low, high = r.drop_ci
+        table.add_row(
+            r.label,
+            r.device,
+            f"{100 * r.top1:.2f} %",
+            f"{100 * r.baseline_top1:.2f} %",
+            f"{r.drop_points:+.2f} [{low:+.2f}, {high:+.2f}]",
+            f"{r.mcnemar['p_value']:.3g}",
+            f"{r.agreement:.4f}",
+            f"{r.sqnr_db:.1f}",
+            f"{r.max_abs_diff:.3g}",
+        )
+    console.print(table)
+    for r in records:
+        if r.changed_classes:
+            changes = ", ".join(
+                f"{c['class']}: {c['baseline_correct']}->{c['artifact_correct']}/{c['images']}"
+                for c in r.changed_classes[:10]
+            )
+            console.print(
+                f"  {r.label} changed classes (baseline->artifact correct/images): {changes}",
+                soft_wrap=True,
+            )
+    versus_host([r for r in records if r.versus_host])
+
+
+def versus_host(records: list[Any]) -> None:
+    if not records:
+        return
+    table = Table(
+        "artifact",
+        "kernels",
+        "CPU model",
+        "max |ARM-x86|",
+        "mean |ARM-x86|",
+        "argmax agree",
+        "outputs differing",
+        title="the device's kernels against the host's (arm64-emu: aarch64 against x86)",
+    )
+    for r in records:
+        f = r.versus_host
+        table.add_row(
+            r.label,
+            f.get("kernels", ""),
+            str(r.runtime.get("cpu_model", "")),
+            f"{f['max_abs_diff']:.3g}",
+            f"{f['mean_abs_diff']:.3g}",
+            f"{f['argmax_agreement']:.4f}",
+            f"{f['outputs_differing']}/{f['outputs']}",
+        )
+    console.print(table)
+
+
+def latency(records: list[Any]) -> None:
+    table = Table(
+        "artifact",
+        "device",
+        "thr",
+        "p50 ms",
+        "p90 ms",
+        "mean±std",
+        "CV",
+        "rounds",
+        "load ms",
+        "first ms",
+        "RSS MB",
+        "vs baseline [95% CI]",
+        "others' CPU",
+        title="latency (interleaved in rounds)",
+    )
+    for r in records:
+        if r.status != "ok":
+            table.add_row(r.label, r.device, str(r.threads), f"[red]{r.status}: {r.error}[/]")
+            continue
+        s = r.stats
+        speedup = ""
+        if r.speedup is not None and r.traits.get("latency_comparable"):
+            low, high = r.speedup_ci
+            speedup = f"{r.speedup:.2f}x [{low:.2f}, {high:.2f}]"
+        elif not r.traits.get("latency_comparable", True):
+            speedup = str(r.traits.get("note", "not comparable"))[:24]
+        foreign = (
+            "-" if r.foreign_cpu is None else f"{r.foreign_cpu:.2f}" + (" !" if r.disturbed else "")
+        )
+        table.add_row(
+            r.label,
+            r.device,
+            str(r.threads),
+            f"{s['p50_ms']:.3f}",
+            f"{s.get('p90_ms', s['p50_ms']):.3f}",
+            f"{s['mean_ms']:.3f}±{s['std_ms']:.3f}",
+            f"{s['cv']:.1%}",
+            str(len(r.rounds_ms)),
+            "-" if r.load_ms is None else f"{r.load_ms:.0f}",
+            "-" if r.first_ms is None else f"{r.first_ms:.2f}",
+            "-" if r.peak_rss_mb is None else f"{r.peak_rss_mb:.0f}",
+            speedup,
+            foreign,
+        )
+    console.print(table)
+    for r in records:
+        where = r.runtime.get("device") if r.label.startswith("baseline") else None
+        if where:
+            console.print(f"  baseline ran on: {where}")
+        for warning in r.warnings:
+            warn(f"{r.label} ({r.device}, {r.threads} thr): {warning}")
+
+
+def gates(results: list[Any]) -> None:
+    table = Table("artifact", "device", "gate", "measured", "bound", "result")
+    for r in results:
+        verdict = "[green]PASS[/]" if r.passed else "[bold red]FAIL[/]"
+        table.add_row(r.artifact, r.device, r.gate, f"{r.measured:.3f}", f"{r.bound:.3f}", verdict)
+    console.print(table)
+    for r in results:
+        if r.detail:
+            console.print(f"  {r.artifact}: {r.detail}", soft_wrap=True)

@@ -1,0 +1,92 @@
+"""Runs one artifact inside the emulated aarch64 CPython, where only numpy and the runtimes'
+aarch64 wheels exist: no torch, no edgekit. It imports the target's own session module from a
+throwaway tree of the installed files (``emulator.guest_tree``), so staging, quantization and
+dequantization are the host's code, not a copy. It speaks the host worker's protocol: one JSON
+request on stdin, then (``serve``) ``block`` commands, replies as JSON lines on stdout."""
+
+import importlib
+import json
+import os
+import platform
+import resource
+import sys
+import time
+
+import numpy as np
+
+from edgekit.loop import first_invoke_ms, timed_block, warm_up
+from edgekit.targets.session import Accelerator
+
+
+def cpu_facts() -> dict:
+    """What the (emulated) /proc/cpuinfo says: QEMU >= 10 synthesises it from QEMU_CPU (the
+    part number is the core's MIDR part: 0xd0b Cortex-A76, 0xd03 A53, 0xd0c Neoverse N1...)."""
+    facts = {}
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("CPU part", "Features") and key not in facts:
+                    facts[key] = value.strip()
+    except OSError:
+        pass
+    return {"cpu_part": facts.get("CPU part", "?"), "cpu_features": facts.get("Features", "?")}
+
+
+def main() -> None:
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+
+    def reply(payload: dict) -> None:
+        replies.write(json.dumps(payload) + "\n")
+        replies.flush()
+
+    request = json.loads(sys.stdin.readline())
+    if os.environ.get("EDGEKIT_TEST_CRASH") == "segfault":  # lets the tests prove isolation
+        import ctypes
+
+        ctypes.string_at(0)
+    try:
+        started = time.perf_counter()
+        module = importlib.import_module(request["session_module"])
+        session = module.open_session(
+            request["artifact"],
+            request["manifest"],
+            Accelerator(request["accelerator"]),
+            request["threads"],
+            **request.get("session_options", {}),
+        )
+        load_ms = (time.perf_counter() - started) * 1e3
+        runtime = dict(
+            session.info,
+            machine=platform.machine(),
+            **cpu_facts(),
+            python=sys.version.split()[0],
+            numpy=np.__version__,
+        )
+        if request["mode"] == "predict":
+            outputs = session.predict(np.load(request["input"]))
+            np.save(request["output"], outputs)
+            reply({"event": "done", "runtime": runtime, "shape": list(outputs.shape)})
+            return
+        staged = session.stage(np.load(request["input"]))
+        first_ms = first_invoke_ms(session.invoke, staged)
+        warm_ms = warm_up(session.invoke, staged, request["warmup"])
+        reply({"event": "ready", "load_ms": load_ms, "first_ms": first_ms, "warm_ms": warm_ms,
+               "runtime": runtime})  # fmt: skip
+        for line in sys.stdin:
+            command = json.loads(line)
+            if command["cmd"] == "close":
+                break
+            samples = timed_block(session.invoke, staged, command["runs"])
+            reply({"event": "block", "samples_ms": samples, "foreign": None, "steal": None})
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        reply({"event": "closed", "peak_rss_mb": rss})
+    except Exception as exc:  # a failed row with the reason, not a traceback
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        reply({"event": "error", "error": f"{type(exc).__name__}: {message}"})
+
+
+if __name__ == "__main__":
+    main()

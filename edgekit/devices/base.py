@@ -1,0 +1,79 @@
+"""The device protocol: what a device can do and what its figures mean."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from edgekit.errors import UserInputError
+from edgekit.latency import BlockTimer, Protocol
+
+
+@dataclass(frozen=True)
+class DeviceTraits:
+    """What a device's figures may be used for; every row stores them, reports read them."""
+
+    latency_comparable: bool  # a real latency of this device: Pareto, recommendation
+    predicts: bool = True  # android's official runners return timings only
+    compare_to_host: bool = False  # accuracy also reports |device - host| logits (arm64-emu)
+    note: str = ""  # the one line reports print ("emulated: not a phone's speed")
+    # host: the machine the baseline runs on (speed-ups against it, interleaved); remote: a
+    # phone; server: a GPU server's execution providers (never mixed with on-device rows)
+    where: str = "host"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Device:
+    """Subclass per device (or family: cpu and gpu share one module)."""
+
+    name: ClassVar[str] = ""
+    options: ClassVar[tuple[str, ...]] = ()  # keyword options get_device accepts
+    summary: ClassVar[str] = ""  # one line for --help and doctor
+
+    def __init__(self, **options: Any) -> None:
+        self.settings = options
+
+    def traits(self, runtime: dict[str, Any] | None = None) -> DeviceTraits:
+        raise NotImplementedError
+
+    def unavailable_reason(self, artifact: Any) -> str | None:
+        """None when this device can run ``artifact`` here, else why not (one line)."""
+        return None
+
+    def predict(self, artifact: Any, x: np.ndarray, threads: int = 1) -> tuple[np.ndarray, dict]:
+        """Float32 logits of NCHW float32 ``x``, and what ran them."""
+        raise NotImplementedError
+
+    def timer(
+        self,
+        artifact: Any,
+        threads: int,
+        sample: np.ndarray | None,
+        protocol: Protocol,
+        timeout_s: float,
+    ) -> BlockTimer:
+        """A loaded, warmed-up latency source for the interleaver."""
+        raise NotImplementedError
+
+    def host_reference(
+        self, artifact: Any, x: np.ndarray, threads: int = 1
+    ) -> tuple[np.ndarray, str]:
+        """The same artifact's logits on the host (devices whose traits say compare_to_host)."""
+        raise NotImplementedError
+
+    def facts(self) -> dict[str, Any]:
+        """What doctor reports about this device on this machine."""
+        return {}
+
+    def setup(self, progress: Callable[[str], None], **options: Any) -> None:
+        raise UserInputError(f"device {self.name}: nothing to set up")
+
+    def label_suffix(self, runtime: dict[str, Any]) -> str:
+        """Appended to an artifact's label when the session ran a variant (``-builtin``)."""
+        variant = runtime.get("variant")
+        return f"-{variant}" if variant else ""

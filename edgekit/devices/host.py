@@ -1,0 +1,114 @@
+"""The host's own devices: ``cpu`` (the runtimes' CPU kernels, XNNPACK and MLAS) and ``gpu``
+(the target's GPU delegate or execution provider). Every session runs in a child process.
+
+Mesa's lavapipe is a software Vulkan device: LiteRT's GPU accelerator runs its real code path and
+numerics there, but its latency is a CPU's, so such rows are never comparable."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from edgekit.child import WorkerTimer, predict_in_child
+from edgekit.devices import register
+from edgekit.devices.base import Device, DeviceTraits
+from edgekit.latency import BlockTimer, Protocol
+from edgekit.machine import vulkan_facts
+from edgekit.targets import get_target
+from edgekit.targets.session import Accelerator
+
+SOFTWARE_VULKAN = "software Vulkan, not a GPU speed"
+
+
+@functools.cache
+def software_vulkan() -> bool:
+    """True when the only Vulkan devices here are software rasterisers (lavapipe/llvmpipe)."""
+    return bool(vulkan_facts().get("software_only"))
+
+
+class HostDevice(Device):
+    accelerator: Accelerator = Accelerator.CPU
+
+    def session_options(self, artifact: Any) -> dict[str, Any]:
+        accepted = get_target(artifact.target).session_options
+        return {key: value for key, value in self.settings.items() if key in accepted}
+
+    def unavailable_reason(self, artifact: Any) -> str | None:
+        target = get_target(artifact.target)
+        if self.accelerator not in target.accelerators:
+            return f"{target.name} has no {self.name} path in this edgekit"
+        return None
+
+    def predict(self, artifact: Any, x: np.ndarray, threads: int = 1) -> tuple[np.ndarray, dict]:
+        logits, runtime = predict_in_child(
+            artifact.path, x, self.accelerator.value, threads, self.session_options(artifact)
+        )
+        return logits, self.annotate(runtime)
+
+    def timer(
+        self,
+        artifact: Any,
+        threads: int,
+        sample: np.ndarray | None,
+        protocol: Protocol,
+        timeout_s: float,
+        synthetic_delay_ms: float | None = None,
+    ) -> BlockTimer:
+        request = {
+            "what": "artifact",
+            "artifact": str(artifact.path),
+            "accelerator": self.accelerator.value,
+            "threads": threads,
+            "warmup": protocol.warmup,
+            "session_options": self.session_options(artifact),
+            "synthetic_delay_ms": synthetic_delay_ms,
+        }
+        timer = WorkerTimer(artifact.label, request, sample, timeout_s)
+        timer.runtime = self.annotate(timer.runtime)
+        return timer
+
+    def annotate(self, runtime: dict[str, Any]) -> dict[str, Any]:
+        return dict(runtime, device=self.name)
+
+
+@register
+class CpuDevice(HostDevice):
+    name = "cpu"
+    options = ("xnnpack",)
+    summary = "the host CPU (XNNPACK, MLAS); --no-xnnpack runs LiteRT's builtin kernels"
+
+    def traits(self, runtime: dict[str, Any] | None = None) -> DeviceTraits:
+        return DeviceTraits(latency_comparable=True, note="host CPU")
+
+    def facts(self) -> dict[str, Any]:
+        from edgekit.machine import describe, fingerprint
+
+        return {"machine": describe(fingerprint())}
+
+
+@register
+class GpuDevice(HostDevice):
+    name = "gpu"
+    summary = "the target's GPU delegate (LiteRT over Vulkan) or execution provider (CUDA)"
+    accelerator = Accelerator.GPU
+
+    def annotate(self, runtime: dict[str, Any]) -> dict[str, Any]:
+        runtime = super().annotate(runtime)
+        if str(runtime.get("delegate", "")).startswith("GPU (WebGPU)"):
+            facts = vulkan_facts()
+            names = ", ".join(facts.get("devices", [])) or "no Vulkan device"
+            runtime.update(gpu=names, software_vulkan=software_vulkan())
+        return runtime
+
+    def traits(self, runtime: dict[str, Any] | None = None) -> DeviceTraits:
+        if runtime and runtime.get("software_vulkan"):
+            return DeviceTraits(latency_comparable=False, note=SOFTWARE_VULKAN)
+        return DeviceTraits(latency_comparable=True, note="GPU")
+
+    def facts(self) -> dict[str, Any]:
+        from edgekit.machine import cuda_facts, onnxruntime_providers
+
+        vulkan = vulkan_facts()
+        return {"vulkan": vulkan, "cuda": cuda_facts(), "onnxruntime": onnxruntime_providers()}

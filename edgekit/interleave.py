@@ -1,0 +1,109 @@
+"""Interleaved measurement: every side (artifacts, the baseline, a candidate and its reference)
+runs one block per round, in a rotating order, so that all of them see the same machine state.
+
+On a shared VM, noise that /proc/stat cannot see moves a latency by tens of percent between two
+moments; two timings taken at different moments do not give a ratio. Within a round the sides
+are seconds apart, so the per-round ratio cancels what the machine did meanwhile, and the spread
+of the per-round ratios gives an honest interval (:func:`edgekit.stats.paired_ratio`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from edgekit.errors import EdgekitError
+from edgekit.interference import wait_for_quiet
+from edgekit.latency import Block, BlockTimer, NoiseGuard, Protocol
+from edgekit.stats import paired_ratio
+
+MIN_CLEAN_ROUNDS = 3
+
+
+@dataclass
+class Interleaved:
+    labels: list[str]
+    block_runs: list[int]
+    blocks: list[list[Block]] = field(default_factory=list)  # [side][round]
+    disturbed: list[bool] = field(default_factory=list)  # per round
+    rounds_used: list[int] = field(default_factory=list)
+    settle: float | None = None  # others' CPU (cores) when the rounds began
+    failed: dict[int, str] = field(default_factory=dict)  # side -> why it stopped
+
+    def rounds_ms(self, side: int) -> list[float]:
+        return [self.blocks[side][r].median_ms for r in self.rounds_used]
+
+    def ratio(self, side: int, reference: int, confidence: float = 0.95) -> tuple[float, tuple]:
+        """Latency of ``side`` over ``reference``: > 1 means ``side`` is slower."""
+        return paired_ratio(self.rounds_ms(side), self.rounds_ms(reference), confidence)
+
+
+def block_sizes(timers: list[BlockTimer], protocol: Protocol) -> tuple[list[int], int]:
+    """Runs per block for each side (a block lasts about ``block_seconds``) and the number of
+    rounds that gives every side ``min_runs`` runs and ``min_seconds`` of timing, within
+    ``max_seconds`` per side."""
+    runs = [
+        max(1, min(protocol.max_runs, round(protocol.block_seconds * 1e3 / timer.warm_ms)))
+        for timer in timers
+    ]
+    needed = protocol.rounds
+    cap = None
+    for timer, count in zip(timers, runs, strict=True):
+        block_ms = count * timer.warm_ms
+        needed = max(
+            needed,
+            math.ceil(protocol.min_runs / count),
+            math.ceil(protocol.min_seconds * 1e3 / block_ms),
+        )
+        side_cap = max(MIN_CLEAN_ROUNDS, math.floor(protocol.max_seconds * 1e3 / block_ms))
+        cap = side_cap if cap is None else min(cap, side_cap)
+    return runs, min(needed, cap or needed)
+
+
+def interleave(
+    timers: list[BlockTimer],
+    protocol: Protocol,
+    guard: NoiseGuard,
+    progress: Callable[[str], None] | None = None,
+) -> Interleaved:
+    """Alternate ``timers`` in rounds; each disturbed round earns one more round (at most
+    ``guard.retries`` x the planned rounds), and disturbed rounds are left out of the statistics
+    while enough clean rounds remain."""
+    runs, rounds = block_sizes(timers, protocol)
+    result = Interleaved([timer.label for timer in timers], runs, [[] for _ in timers])
+    if guard.enabled:
+        reading = wait_for_quiet(guard.threshold, max_wait_s=guard.settle_max_s)
+        result.settle = None if reading is None else reading.foreign
+    extra_budget = 0
+    index = 0
+    while index < rounds + extra_budget:
+        order = [(index + offset) % len(timers) for offset in range(len(timers))]
+        blocks: dict[int, Block] = {}
+        for side in order:
+            if side in result.failed:
+                continue
+            try:
+                blocks[side] = timers[side].block(runs[side])
+            except EdgekitError as exc:  # a crash or a hang fails that side only
+                result.failed[side] = str(exc)
+        for side, block in blocks.items():
+            result.blocks[side].append(block)
+        if len(result.failed) == len(timers):
+            break
+        disturbed = guard.enabled and any(
+            block.foreign_cpu is not None and block.foreign_cpu > guard.threshold
+            for block in blocks.values()
+        )
+        result.disturbed.append(disturbed)
+        if disturbed and extra_budget < guard.retries * rounds:
+            extra_budget += 1  # one more round for each disturbed one, within the budget
+        index += 1
+        if progress and index % 5 == 0:
+            progress(f"round {index}/{rounds + extra_budget}")
+    alive = [side for side in range(len(timers)) if side not in result.failed]
+    complete = min((len(result.blocks[side]) for side in alive), default=0)
+    result.disturbed = result.disturbed[:complete]
+    clean = [r for r, bad in enumerate(result.disturbed) if not bad]
+    enough = max(MIN_CLEAN_ROUNDS, rounds // 2)
+    result.rounds_used = clean if len(clean) >= enough else list(range(len(result.disturbed)))
+    return result

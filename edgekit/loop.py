@@ -1,0 +1,41 @@
+"""The timed loop every measurement runs, host worker and emulated guest alike: numpy and time
+only, so the arm64 guest runs this very file."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def warm_up(invoke: Callable[[Any], Any], staged: Any, runs: int, sync: Any = None) -> float:
+    """``runs`` untimed invokes; returns the mean ms per invoke (sizes the interleaved blocks)."""
+    started = time.perf_counter()
+    for _ in range(max(runs, 1)):
+        invoke(staged)
+    if sync:
+        sync()
+    return (time.perf_counter() - started) * 1e3 / max(runs, 1)
+
+
+def timed_block(
+    invoke: Callable[[Any], Any], staged: Any, runs: int, sync: Any = None
+) -> list[float]:
+    """Time ``runs`` single invokes (ms each); ``sync`` waits for a device (CUDA) to finish."""
+    clock = time.perf_counter_ns
+    samples = []
+    for _ in range(runs):
+        begin = clock()
+        invoke(staged)
+        if sync:
+            sync()
+        samples.append((clock() - begin) / 1e6)
+    return samples
+
+
+def first_invoke_ms(invoke: Callable[[Any], Any], staged: Any, sync: Any = None) -> float:
+    begin = time.perf_counter()
+    invoke(staged)
+    if sync:
+        sync()
+    return (time.perf_counter() - begin) * 1e3

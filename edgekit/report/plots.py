@@ -1,0 +1,111 @@
+"""The report's plots: latency against drop (both intervals as error bars, target by colour,
+recipe by marker, a legend instead of labels that collide), latency distributions, sizes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from edgekit.report.recommend import measured, pareto_front
+from edgekit.results import Results
+from edgekit.stats import median_interval
+
+COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _pareto(results: Results, out_dir: Path) -> Path | None:
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    rows = measured(results.rows)
+    if not rows:
+        return None
+    front = {id(row) for row in pareto_front(results.rows)}
+    targets = list(dict.fromkeys(row.target for row in rows))
+    recipes = list(dict.fromkeys(row.precision for row in rows))
+    devices = list(dict.fromkeys(str(row.device) for row in rows))
+    fig, ax = plt.subplots(figsize=(8.5, 5.5))
+    for row in rows:
+        low, high = median_interval(row.rounds_ms) if row.rounds_ms else (row.p50, row.p50)
+        d_low, d_high = row.accuracy["drop_ci"]
+        colour = COLOURS[targets.index(row.target) % len(COLOURS)]
+        marker = MARKERS[recipes.index(row.precision) % len(MARKERS)]
+        filled = devices.index(str(row.device)) == 0
+        ax.errorbar(
+            row.p50,
+            row.drop,
+            xerr=[[max(row.p50 - low, 0.0)], [max(high - row.p50, 0.0)]],
+            yerr=[[max(row.drop - d_low, 0.0)], [max(d_high - row.drop, 0.0)]],
+            fmt=marker,
+            color=colour,
+            markerfacecolor=colour if filled else "white",
+            markersize=11 if id(row) in front else 7,
+            markeredgewidth=2 if id(row) in front else 1,
+            elinewidth=0.8,
+            capsize=2,
+            alpha=0.9,
+        )
+    ordered = sorted((r for r in rows if id(r) in front), key=lambda r: r.p50)
+    ax.step([r.p50 for r in ordered], [r.drop for r in ordered], where="post",
+            color="tab:red", alpha=0.5)  # fmt: skip
+    budget = results.run.get("config", {}).get("max_drop")
+    handles = [Line2D([], [], color=c, marker="o", linestyle="", label=t)
+               for t, c in zip(targets, COLOURS, strict=False)]  # fmt: skip
+    handles += [Line2D([], [], color="gray", marker=m, linestyle="", label=r)
+                for r, m in zip(recipes, MARKERS, strict=False)]  # fmt: skip
+    if len(devices) > 1:
+        handles += [Line2D([], [], color="gray", marker="o", linestyle="", label=devices[0]),
+                    Line2D([], [], color="gray", marker="o", markerfacecolor="white",
+                           linestyle="", label=", ".join(devices[1:]))]  # fmt: skip
+    handles.append(Line2D([], [], color="tab:red", alpha=0.5, label="Pareto front (large marks)"))
+    if budget is not None:
+        ax.axhline(budget, color="gray", linestyle="--")
+        handles.append(Line2D([], [], color="gray", linestyle="--", label=f"budget {budget:g}"))
+    ax.set_xscale("log")
+    ax.set_xlabel("p50 latency (ms, log scale; bars: 95% interval of the median)")
+    ax.set_ylabel("top-1 drop against the baseline (points; bars: 95% interval)")
+    ax.set_title("latency against accuracy drop")
+    ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    return _save(fig, out_dir / "pareto.png")
+
+
+def plots(results: Results, out_dir: Path) -> dict[str, Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    pareto = _pareto(results, out_dir)
+    if pareto is not None:
+        paths["pareto"] = pareto
+    timed = [r for r in results.rows if r.samples_ms]
+    if timed:
+        fig, ax = plt.subplots(figsize=(8, max(3, 0.35 * len(timed) + 1)))
+        ax.boxplot([r.samples_ms for r in timed], vert=False, showfliers=True,
+                   tick_labels=[r.label for r in timed])  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_xlabel("latency per inference (ms, log scale)")
+        ax.set_title("latency distributions")
+        ax.tick_params(axis="y", labelsize=7)
+        paths["latency"] = _save(fig, out_dir / "latency.png")
+    sized = {f"{r.target}/{r.precision}": r.size_bytes / 1024 for r in results.rows if r.size_bytes}
+    if sized:
+        fig, ax = plt.subplots(figsize=(8, max(3, 0.35 * len(sized) + 1)))
+        ax.barh(list(sized), list(sized.values()), color="tab:green")
+        ax.set_xlabel("artifact size (KB)")
+        ax.set_title("size per artifact")
+        ax.tick_params(axis="y", labelsize=7)
+        paths["size"] = _save(fig, out_dir / "size.png")
+    return paths

@@ -1,0 +1,165 @@
+"""Which artifact to ship: the Pareto front of latency against accuracy drop, and the fastest
+artifact whose drop stays within the budget, with the reason each other row lost.
+
+One artifact is *faster* than another only when the interval of their latency ratio, from the
+rounds in which both ran interleaved, excludes 1. Otherwise they tie, and the tie goes to the
+smaller drop, then the smaller file. Rows of different pools (other thread counts) were not
+interleaved; they compare by p50 and say so. Rows of devices with no comparable latency
+(emulated, software Vulkan) and server rows never compete with on-device rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from edgekit.results import Row
+from edgekit.stats import paired_ratio
+
+
+def same_pool(a: Row, b: Row) -> bool:
+    """Measured in the same interleaved rounds (same device and threads, paired rounds)."""
+    return (
+        a.device == b.device
+        and a.threads == b.threads
+        and bool(a.rounds_ms)
+        and len(a.rounds_ms) == len(b.rounds_ms)
+        and b.name in a.interleaved_with
+    )
+
+
+def latency_ratio(a: Row, b: Row) -> tuple[float, tuple[float, float]] | None:
+    """``a``'s latency over ``b``'s with its 95 % interval, when the two were interleaved."""
+    if not same_pool(a, b):
+        return None
+    return paired_ratio(a.rounds_ms, b.rounds_ms)
+
+
+def faster(a: Row, b: Row) -> bool:
+    ratio = latency_ratio(a, b)
+    if ratio is None:
+        return (a.p50 or 0.0) < (b.p50 or 0.0)
+    return ratio[1][1] < 1.0
+
+
+def tied(a: Row, b: Row) -> bool:
+    return not faster(a, b) and not faster(b, a)
+
+
+def measured(rows: list[Row]) -> list[Row]:
+    """Artifact rows with a comparable latency and an accuracy figure."""
+    return [
+        row
+        for row in rows
+        if row.kind == "artifact"
+        and row.ok
+        and row.latency_comparable
+        and row.p50 is not None
+        and row.accuracy
+    ]
+
+
+def pareto_front(rows: list[Row]) -> list[Row]:
+    """Rows no other row beats: at least as fast (faster, or a tie) with no larger drop, and
+    strictly better on one of the two."""
+    candidates = measured(rows)
+    front = []
+    for row in candidates:
+        dominated = any(
+            other is not row
+            and other.traits.get("where") == row.traits.get("where")
+            and (faster(other, row) or tied(other, row))
+            and other.drop <= row.drop
+            and (faster(other, row) or other.drop < row.drop)
+            for other in candidates
+        )
+        if not dominated:
+            front.append(row)
+    return sorted(front, key=lambda row: row.p50)
+
+
+@dataclass
+class Recommendation:
+    best: Row | None
+    budget: float
+    reasons: list[tuple[str, str]] = field(default_factory=list)  # (row label, why it lost)
+    tie_break: str | None = None  # set when the winner tied with faster-looking rows
+
+    @property
+    def summary(self) -> str:
+        if self.best is None:
+            return f"no artifact stays within a {self.budget:g}-point drop budget"
+        best = self.best
+        speed = ""
+        if best.speedup:
+            low, high = best.speedup_ci or (best.speedup, best.speedup)
+            speed = f", {best.speedup:.2f}x [{low:.2f}, {high:.2f}] the baseline"
+        tie = f"; {self.tie_break}" if self.tie_break else ""
+        return (
+            f"{best.label}: p50 {best.p50:.3f} ms{speed}, drop {best.drop:+.2f} points (95% "
+            f"upper bound {best.drop_high:+.2f} <= {self.budget:g}){tie}"
+        )
+
+
+def _why_not(row: Row, max_drop: float, point_estimate: bool) -> str | None:
+    if row.status != "ok":
+        return f"{row.status}: {row.error}"
+    if not row.accuracy:
+        return "no accuracy figure"
+    if not row.latency_comparable:
+        return f"{row.traits.get('note') or 'its latency is not comparable'}"
+    if row.traits.get("where") == "server":
+        return "a server row: compared with the baseline, never with on-device rows"
+    if row.disturbed:
+        return "latency disturbed by other processes"
+    bound = row.drop if point_estimate else row.drop_high
+    if bound > max_drop:
+        what = "drop" if point_estimate else "drop upper bound"
+        return f"{what} {bound:+.2f} > budget {max_drop:g}"
+    return None
+
+
+def recommend(
+    rows: list[Row], max_drop: float = 1.0, point_estimate: bool = False
+) -> Recommendation:
+    """The fastest artifact whose drop's upper confidence bound is within ``max_drop`` points,
+    on the first device (in run order) that has eligible rows; ties go to the smaller drop,
+    then the smaller file."""
+    reasons: list[tuple[str, str]] = []
+    eligible: list[Row] = []
+    for row in rows:
+        if row.kind != "artifact" or row.status == "unavailable":
+            continue  # unavailable devices are listed once, in their own section
+        why = _why_not(row, max_drop, point_estimate)
+        if why:
+            reasons.append((row.label, why))
+        else:
+            eligible.append(row)
+    if not eligible:
+        return Recommendation(None, max_drop, reasons)
+    device = eligible[0].device
+    others = [row for row in eligible if row.device != device]
+    pool = [row for row in eligible if row.device == device]
+    fastest = min(pool, key=lambda row: row.p50)
+    ties = [row for row in pool if row is fastest or tied(row, fastest)]
+    best = min(ties, key=lambda row: (row.drop, row.size_bytes or 0, row.p50))
+    tie_break = None
+    if len(ties) > 1:
+        tie_break = (
+            f"tied on latency with {', '.join(r.label for r in ties if r is not best)} "
+            "(ratio intervals include 1): chose the smaller drop, then the smaller file"
+        )
+    for row in pool:
+        if row is best:
+            continue
+        ratio = latency_ratio(row, best)
+        if row in ties:
+            reasons.append((row.label, f"tie on latency; lost on drop {row.drop:+.2f} or size"))
+        elif ratio is not None:
+            value, (low, high) = ratio
+            reasons.append((row.label, f"slower: {value:.2f}x [{low:.2f}, {high:.2f}] its p50"))
+        else:
+            reasons.append(
+                (row.label, f"slower: p50 {row.p50:.3f} ms vs {best.p50:.3f} ms (not interleaved)")
+            )
+    for row in others:
+        reasons.append((row.label, f"other device ({row.device}): see its own rows"))
+    return Recommendation(best, max_drop, reasons, tie_break)

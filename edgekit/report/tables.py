@@ -1,0 +1,159 @@
+"""The report's tables and lines, from result rows alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgekit.machine import describe
+from edgekit.results import Results, Row, precision_label
+
+COLUMNS = (
+    "target",
+    "recipe",
+    "device",
+    "thr",
+    "size",
+    "p50 ms",
+    "p90 ms",
+    "speed-up [95% CI]",
+    "top-1",
+    "drop [95% CI]",
+    "agree",
+    "SQNR dB",
+    "fast path",
+    "int8 ops",
+    "GFLOP/s (% of peak)",
+    "notes",
+)
+
+
+def _fmt(value: float | None, pattern: str) -> str:
+    return "" if value is None else pattern.format(value)
+
+
+def unavailable(results: Results) -> list[str]:
+    """One line per (target, device) this machine could not run, with the runtime's reason."""
+    grouped: dict[tuple[str, str], tuple[list[str], str]] = {}
+    for row in results.rows:
+        if row.status != "unavailable":
+            continue
+        reason = str(row.error or "")
+        marker = f" on {row.device}: "
+        reason = reason.split(marker, 1)[1] if marker in reason else reason
+        recipes, _ = grouped.setdefault((row.target, str(row.device)), ([], reason))
+        recipes.append(row.recipe)
+    return [
+        f"{target} on {device} ({', '.join(dict.fromkeys(recipes))}): {reason}"
+        for (target, device), (recipes, reason) in grouped.items()
+    ]
+
+
+def accuracy_aware_lines(results: Results) -> list[str]:
+    """The steps of each accuracy-aware int8 export: what was kept float, at what cost."""
+    lines, seen = [], set()
+    for row in results.rows:
+        aware = row.accuracy_aware
+        if not aware or row.artifact in seen:
+            continue
+        seen.add(row.artifact)
+        verdict = "within" if aware["within_budget"] else "NOT within"
+        final = aware.get("evaluation") or {}
+        low, high = final.get("drop_ci", [0.0, 0.0])
+        lines.append(
+            f"- {row.target}: {row.precision}, {verdict} the {aware['max_drop_points']:g}-point "
+            f"budget on the evaluation split (drop {final.get('drop_points', 0.0):+.2f} "
+            f"[{low:+.2f}, {high:+.2f}]; step {aware['chosen_step']} chosen on the selection "
+            "slice)"
+        )
+        for step in aware["steps"]:
+            kept = ", ".join(step["keep_float"]) or "nothing"
+            fraction = step.get("int8_fraction")
+            ratio = step.get("ratio_to_first")
+            latency = step.get("p50_ms")
+            cost = ""
+            if ratio is not None and step["step"]:
+                r_low, r_high = step["ratio_ci"]
+                cost = f", {ratio:.2f}x [{r_low:.2f}, {r_high:.2f}] step 0's latency"
+            lines.append(
+                f"  - step {step['step']}: float {kept}; selection drop {step['drop_points']:+.2f}"
+                f" [{step['drop_ci'][0]:+.2f}, {step['drop_ci'][1]:+.2f}], "
+                + ("" if fraction is None else f"{100 * fraction:.0f} % of ops int8, ")
+                + ("latency not measured" if latency is None else f"p50 {latency:.3f} ms")
+                + cost
+            )
+    return lines
+
+
+def _notes(row: Row) -> list[str]:
+    notes = []
+    if row.status != "ok":
+        notes.append(f"{row.status}: {row.error}")
+    if row.traits.get("note") and not row.latency_comparable:
+        notes.append(str(row.traits["note"]))
+    versus = (row.accuracy or {}).get("versus_host") or {}
+    if versus:
+        notes.append(
+            f"vs host: max |diff| {versus['max_abs_diff']:.3g}, argmax agreement "
+            f"{versus['argmax_agreement']:.4f}"
+        )
+    if row.disturbed:
+        notes.append("DISTURBED")
+    if row.kind == "baseline":
+        notes.append(f"baseline: {row.runtime.get('device', '')}")
+    notes += [w for w in row.export_warnings if w.startswith("FALLBACK")]
+    notes += row.hints
+    return notes
+
+
+def table_rows(results: Results) -> list[list[str]]:
+    rows = []
+    for row in results.rows:
+        if row.status == "unavailable":
+            continue
+        accuracy = row.accuracy or {}
+        coverage = row.coverage or {}
+        drop = ""
+        if accuracy:
+            low, high = accuracy["drop_ci"]
+            drop = f"{accuracy['drop_points']:+.2f} [{low:+.2f}, {high:+.2f}]"
+        speedup = ""
+        if row.speedup is not None and row.latency_comparable:
+            low, high = row.speedup_ci or (row.speedup, row.speedup)
+            speedup = f"{row.speedup:.2f}x [{low:.2f}, {high:.2f}]"
+        gflops = ""
+        if row.gflops is not None:
+            share = row.peak_fraction
+            gflops = f"{row.gflops:.1f}" + (
+                f" ({100 * share:.0f} % of {row.peak_kind})" if share is not None else ""
+            )
+        int8 = coverage.get("int8_fraction")
+        rows.append(
+            [
+                row.target,
+                precision_label({"recipe": row.recipe, "keep_float": row.keep_float}),
+                str(row.device or ""),
+                str(row.threads or ""),
+                _fmt(row.size_bytes and row.size_bytes / 1024, "{:.0f} KB"),
+                _fmt(row.p50, "{:.3f}"),
+                _fmt(row.latency.get("p90_ms"), "{:.3f}"),
+                speedup,
+                _fmt(accuracy.get("top1") and 100 * accuracy["top1"], "{:.2f} %"),
+                drop,
+                _fmt(accuracy.get("agreement"), "{:.4f}"),
+                _fmt(accuracy.get("sqnr_db"), "{:.1f}"),
+                f"{coverage['fast_ops']}/{coverage['total_ops']}" if coverage else "",
+                _fmt(int8 and 100 * int8, "{:.0f} %"),
+                gflops,
+                "; ".join(notes for notes in _notes(row)),
+            ]
+        )
+    return rows
+
+
+def machine_line(run: dict[str, Any]) -> str:
+    peaks = ", ".join(
+        f"{threads} thr: fp32 {p['fp32_gflops']:.0f} GFLOP/s, int8 {p['int8_gops']:.0f} GOP/s"
+        for threads, p in run.get("peaks", {}).items()
+    )
+    machine = run.get("machine") or {}
+    return f"{describe(machine)} (fingerprint {machine.get('id', '?')}); matmul peaks: {peaks}"

@@ -1,0 +1,125 @@
+"""Every option of ``edgekit run``; also what ``edgekit.toml`` holds under ``[run]``, checked
+against the types below (a wrong type or an unknown key is one line naming the file and key)."""
+
+from __future__ import annotations
+
+import tomllib
+import types
+import typing
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from edgekit.devices import DEFAULT_DEVICES, parse_devices
+from edgekit.errors import UserInputError
+from edgekit.targets import target_names
+
+
+@dataclass
+class RunConfig:
+    model: str = "digits-mobilenet"
+    data: str = "digits"
+    targets: list[str] = field(default_factory=target_names)
+    recipes: list[str] = field(default_factory=lambda: ["fp32", "fp16", "int8", "int8-dynamic"])
+    devices: list[str] = field(default_factory=lambda: list(DEFAULT_DEVICES))
+    threads: list[int] = field(default_factory=lambda: [1])
+    calibration_samples: int = 200
+    max_drop: float = 1.0
+    name: str | None = None
+    runs_dir: str = "runs"
+    serial: str | None = None  # android: the adb serial
+    arm64_cpu: str | None = None  # arm64-emu core (None: its default, cortex-a76)
+    warmup: int = 10
+    min_runs: int = 50
+    min_seconds: float = 1.0
+    rounds: int = 10  # interleaved rounds per device pool, at least
+    noise_guard: bool = True
+    accuracy_aware: bool = False  # int8: keep the most harmful layers float until within max_drop
+    point_estimate: bool = False  # decide on the drop itself, not its interval's upper bound
+    timeout: float = 600.0
+
+    def validate(self) -> None:
+        from edgekit.quantize.recipes import get_recipe
+        from edgekit.targets import parse_targets
+
+        parse_targets(",".join(self.targets))
+        for recipe in self.recipes:
+            get_recipe(recipe)
+        parse_devices(",".join(self.devices) or " ")
+        if not self.threads or min(self.threads) < 1:
+            raise UserInputError(f"threads must be positive counts, got {self.threads}")
+        for name in ("calibration_samples", "warmup", "min_runs", "rounds"):
+            if getattr(self, name) < (0 if name == "warmup" else 1):
+                raise UserInputError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.max_drop < 0 or self.min_seconds < 0 or self.timeout <= 0:
+            raise UserInputError("max_drop and min_seconds must be >= 0, timeout > 0")
+
+    def device_options(self, device: str) -> dict[str, Any]:
+        """The options of ``device`` this config sets (serial, arm64 CPU model)."""
+        from edgekit.devices import device_class
+
+        given = {"serial": self.serial, "cpu": self.arm64_cpu}
+        return {k: v for k, v in given.items() if k in device_class(device).options}
+
+    @classmethod
+    def from_toml(cls, path: Path) -> RunConfig:
+        try:
+            payload = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise UserInputError(f"{path}: config file not found") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise UserInputError(f"{path}: not valid TOML ({exc})") from None
+        section = payload.get("run", payload)
+        if not isinstance(section, dict):
+            raise UserInputError(f"{path}: [run] must be a table")
+        return cls(**checked(section, path))
+
+    def to_toml(self) -> str:
+        lines = ["# edgekit run --config edgekit.toml", "[run]"]
+        for key, value in asdict(self).items():
+            if value is None:
+                continue
+            lines.append(f"{key} = {_toml_value(value)}")
+        return "\n".join(lines) + "\n"
+
+
+def _matches(value: Any, kind: Any) -> bool:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arg) for arg in args)
+    if kind is type(None):
+        return value is None
+    if origin is list:
+        return isinstance(value, list) and all(_matches(item, args[0]) for item in value)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _type_name(kind: Any) -> str:
+    return str(kind).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def checked(section: dict[str, Any], path: Path) -> dict[str, Any]:
+    """``section`` with every key known and every value of its field's type."""
+    hints = typing.get_type_hints(RunConfig)
+    known = {f.name for f in fields(RunConfig)}
+    unknown = sorted(set(section) - known)
+    if unknown:
+        raise UserInputError(f"{path}: unknown option(s) {', '.join(unknown)} under [run]")
+    for key, value in section.items():
+        if not _matches(value, hints[key]):
+            raise UserInputError(f"{path}: '{key}' must be {_type_name(hints[key])}, got {value!r}")
+    return {key: float(v) if hints[key] is float else v for key, v in section.items()}
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)

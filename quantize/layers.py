@@ -1,0 +1,93 @@
+"""The layers of a torch classifier, named by torch module path (``block2.dw``), and the graph
+between them.
+
+A *layer* is a conv or linear unit: a ``Conv2d``/``Linear``, or the ``Sequential`` it opens
+(conv + BatchNorm + activation, which every target fuses into one int8 op). Each layer owns its
+weights and its output tensor; keeping a layer float in a real artifact means its output tensor
+is float, which needs its producer *and* its consumers float (:func:`float_island`)."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from edgekit.errors import UserInputError
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    op: str
+    unit: Any  # the module whose output is the layer's output
+    weighted: Any  # the Conv2d / Linear holding the weights
+
+
+def find_layers(module: Any) -> list[Layer]:
+    """Conv/linear units in definition order, named by module path."""
+    import torch
+
+    modules = dict(module.named_modules())
+    layers = []
+    for path, child in modules.items():
+        if not isinstance(child, torch.nn.Conv2d | torch.nn.Linear):
+            continue
+        parent_path, _, attr = path.rpartition(".")
+        parent = modules.get(parent_path)
+        unit_path, unit = path, child
+        # conv + norm + activation in one Sequential: the targets fuse it into one int8 op
+        if isinstance(parent, torch.nn.Sequential) and parent_path and attr == "0":
+            unit_path, unit = parent_path, parent
+        op = type(child).__name__
+        if isinstance(child, torch.nn.Conv2d) and child.groups > 1:
+            op += "(depthwise)" if child.groups == child.in_channels else f"(groups={child.groups})"
+        layers.append(Layer(unit_path, op, unit, child))
+    if not layers:
+        raise UserInputError("quantize-debug: the model has no Conv2d or Linear layer to rank")
+    return layers
+
+
+def layer_of(path: str, names: list[str]) -> str | None:
+    """The layer a module path belongs to (the longest layer name that contains it)."""
+    best = None
+    for name in names:
+        if (path == name or path.startswith(name + ".")) and (
+            best is None or len(name) > len(best)
+        ):
+            best = name
+    return best
+
+
+def consumers(module: Any, example: np.ndarray, names: list[str]) -> dict[str, list[str]]:
+    """layer -> the layers that read its output tensor directly (from torch.export's graph)."""
+    graph = exported_graph(module, example)
+    owner = {}
+    for node in graph.nodes:
+        stack = node.meta.get("nn_module_stack") or {}
+        if node.op == "call_function" and stack:
+            layer = layer_of(str(list(stack.values())[-1][0]), names)
+            if layer:
+                owner[node] = layer
+    last: dict[str, Any] = {}
+    for node, layer in owner.items():
+        last[layer] = node  # graph order: the last node of a layer produces its output
+    result = {}
+    for layer, node in last.items():
+        users = [owner.get(user) for user in node.users]
+        result[layer] = sorted({u for u in users if u and u != layer}, key=names.index)
+    return result
+
+
+def exported_graph(module: Any, example: np.ndarray) -> Any:
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.export.export(module.eval(), (torch.from_numpy(example),)).graph
+
+
+def float_island(layer: str, consumer_map: dict[str, list[str]]) -> list[str]:
+    """The layers to keep float so that ``layer``'s output tensor stays float."""
+    return [layer, *[c for c in consumer_map.get(layer, []) if c != layer]]

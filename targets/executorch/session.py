@@ -1,0 +1,150 @@
+"""One loaded ``forward`` method of a ``.pte`` on the XNNPACK CPU path. numpy and ExecuTorch's
+runtime only: on the host that is the ``executorch.runtime`` pybindings (which take torch
+tensors), in the arm64 guest the torch-free ``executorch_numpy_runtime`` (ExecuTorch 1.3.1's C++
+core with XNNPACK); the same staging either way: NCHW in the manifest's dtype."""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgekit.errors import DeviceUnavailable, UserInputError, first_line
+from edgekit.targets.session import Accelerator, Session, TensorSpec
+
+# sessions whose XNNPACK runtime shares the process-wide threadpool (see set_threads)
+_OPEN_SESSIONS: weakref.WeakSet = weakref.WeakSet()
+
+
+def set_threads(threads: int) -> int:
+    """Size ExecuTorch's process-wide threadpool (XNNPACK uses it); the count in effect.
+
+    Resetting it under a loaded XNNPACK method is "unsafe" by its name, so it is done before
+    loading, only when the count changes, and other open sessions are told they now share it.
+    """
+    from executorch.extension.pybindings import portable_lib
+
+    current = portable_lib._threadpool_get_thread_count()
+    if threads > 0 and threads != current:
+        others = [s for s in _OPEN_SESSIONS if s.info.get("threads") != threads]
+        if others:
+            warnings.warn(
+                f"executorch: the threadpool is process-wide; resetting it to {threads} threads "
+                f"also changes {len(others)} open session(s)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        portable_lib._unsafe_reset_threadpool(threads)
+    return int(portable_lib._threadpool_get_thread_count())
+
+
+def registered_backends() -> list[str]:
+    from executorch.runtime import Runtime
+
+    return list(Runtime.get().backend_registry.registered_backend_names)
+
+
+class HostSession(Session):
+    """``executorch.runtime`` (pybindings, XNNPACK built in)."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any], threads: int) -> None:
+        import torch
+        from executorch.runtime import Runtime, Verification
+
+        if not path.exists():
+            raise FileNotFoundError(path)
+        effective = set_threads(threads)
+        runtime = Runtime.get()
+        try:
+            program = runtime.load_program(path, verification=Verification.Minimal)
+            self._method = program.load_method("forward")
+        except Exception as exc:  # the pybindings raise RuntimeError for a bad program
+            raise UserInputError(f"{path}: ExecuTorch cannot load it ({first_line(exc)})") from None
+        self._program = program
+        spec = TensorSpec.from_dict(manifest["input"])
+        self._dtype = getattr(torch, spec.dtype)
+        calls = (manifest.get("details") or {}).get("delegate_calls")
+        self.info = {
+            "runtime": "executorch.runtime (pybindings)",
+            "delegate": "XNNPACK",
+            "delegate_applied": None if calls is None else calls > 0,
+            "kernels": "XNNPACK + portable",
+            "threads": effective,
+            "threads_requested": threads,
+            "threadpool": "process-wide",
+            "backends": list(runtime.backend_registry.registered_backend_names),
+        }
+        _OPEN_SESSIONS.add(self)
+
+    def stage(self, sample: np.ndarray) -> Any:
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(sample)).to(self._dtype).contiguous()
+
+    def invoke(self, staged: Any) -> Any:
+        return self._method.execute([staged])[0]
+
+    def output(self, raw: Any) -> np.ndarray:
+        import torch
+
+        # copy: the runtime may reuse the output buffer on the next execute
+        return raw.detach().to(torch.float32).numpy().copy()
+
+    def close(self) -> None:
+        _OPEN_SESSIONS.discard(self)
+        self._method = None
+        self._program = None
+
+
+class NumpyRuntimeSession(Session):
+    """``executorch_numpy_runtime``: the torch-free runtime the arm64 guest has."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any], threads: int) -> None:
+        import executorch_numpy_runtime as etnr
+
+        program = etnr.Runtime.get().load_program(str(path))
+        self._method = program.load_method("forward")
+        self._dtype = np.dtype(TensorSpec.from_dict(manifest["input"]).dtype)
+        info = etnr.runtime_info()
+        self.info = {
+            "runtime": (
+                f"executorch-numpy-runtime {metadata.version('executorch-numpy-runtime')} "
+                f"(ExecuTorch {info['executorch_version']} runtime)"
+            ),
+            "backends": list(info["backends"]),
+            "kernels": "XNNPACK + portable",
+            "threads": threads,
+        }
+
+    def stage(self, sample: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(sample, dtype=self._dtype)
+
+    def invoke(self, staged: np.ndarray) -> Any:
+        return self._method([staged])[0]
+
+    def output(self, raw: Any) -> np.ndarray:
+        return np.asarray(raw, dtype=np.float32).copy()
+
+
+def open_session(
+    path: Path,
+    manifest: dict[str, Any],
+    accelerator: Accelerator = Accelerator.CPU,
+    threads: int = 1,
+    **options: Any,
+) -> Session:
+    try:
+        import executorch.runtime  # noqa: F401
+    except ImportError:
+        return NumpyRuntimeSession(Path(path), manifest, threads)
+    if accelerator == Accelerator.GPU:
+        raise DeviceUnavailable(
+            "executorch: no GPU backend in the installed runtime (registered backends: "
+            f"{', '.join(registered_backends()) or 'none'}); the pip executorch build has no "
+            "Vulkan/CUDA/Metal delegate, so only the CPU (XNNPACK) is available"
+        )
+    return HostSession(Path(path), manifest, threads)

@@ -1,0 +1,95 @@
+"""ONNX target: torch.onnx (dynamo) export (``convert``), onnxruntime quantization (``quantize``),
+onnxruntime sessions (``session``), what runs on the fast path (``coverage``), onnxruntime's own
+per-layer error (``layer_errors``) and the phone's onnxruntime_perf_test (``android``)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgekit.targets import register
+from edgekit.targets.base import (
+    Accelerator,
+    Coverage,
+    ExportInfo,
+    ExportRequest,
+    OfficialRunner,
+    Target,
+    TensorSpec,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from edgekit.source import SourceModel
+
+
+@register
+class OnnxTarget(Target):
+    name = "onnx"
+    suffix = ".onnx"
+    runtime = "onnxruntime"
+    accelerators = (Accelerator.CPU, Accelerator.GPU)
+    packages = ("torch", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu")
+    export_modules = ("onnxscript", "onnxruntime.quantization")
+    run_modules = ("onnxruntime",)
+    session_module = "edgekit.targets.onnx.session"
+    guest_modules = ("onnxruntime",)
+
+    def export(self, request: ExportRequest) -> ExportInfo:
+        from edgekit.targets.onnx import quantize
+        from edgekit.targets.onnx.convert import INPUT_NAME, OUTPUT_NAME, check_model, export_fp32
+
+        source = request.source
+        details: dict[str, Any] = {"recipe": request.recipe}
+        warn: list[str] = []
+        with tempfile.TemporaryDirectory(prefix=".onnx-", dir=request.output.parent) as tmp:
+            work = Path(tmp)
+            fp32 = work / "fp32.onnx"
+            details.update(export_fp32(source, fp32))
+            if details.get("fallback_reason"):
+                warn.append(
+                    f"dynamo exporter failed, used the legacy exporter: "
+                    f"{details['fallback_reason']}"
+                )
+                warn += [f"legacy exporter: {line}" for line in details["tracer_warnings"]]
+            final = work / "final.onnx"
+            if request.recipe == "fp32":
+                final = fp32
+            elif request.recipe == "int8":
+                details.update(
+                    quantize.quantize_static_qdq(fp32, final, request, work, warn, INPUT_NAME)
+                )
+            elif request.recipe == "int8-dynamic":
+                details.update(quantize.quantize_dynamic(fp32, final, request, work, warn))
+            else:
+                details.update(quantize.convert_fp16(fp32, final, request))
+                warn.append(quantize.FP16_WARNING)
+            check_model(final)
+            shutil.move(str(final), str(request.output))
+        batch, channels, height, width = source.preprocess.input_shape(1)
+        return ExportInfo(
+            input=TensorSpec(INPUT_NAME, [batch, channels, height, width], "float32", "NCHW"),
+            output=TensorSpec(OUTPUT_NAME, [1, source.preprocess.num_classes], "float32", "NC"),
+            details=details,
+            warnings=warn,
+        )
+
+    def coverage(self, path: Path, manifest: dict[str, Any]) -> Coverage:
+        from edgekit.targets.onnx.coverage import coverage
+
+        return coverage(Path(path), manifest)
+
+    def layer_errors(
+        self, source: SourceModel, x: np.ndarray, names: list[str], work: Path
+    ) -> tuple[str, dict[str, float]]:
+        from edgekit.targets.onnx.layer_errors import layer_errors
+
+        return layer_errors(source, x, names, work)
+
+    def official_runner(self) -> OfficialRunner:
+        from edgekit.targets.onnx.android import RUNNER
+
+        return RUNNER

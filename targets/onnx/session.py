@@ -1,0 +1,109 @@
+"""onnxruntime sessions: the CPU execution provider, or CUDA/TensorRT for the GPU. numpy and
+onnxruntime only: the arm64 guest runs this file. Sessions run with ``ORT_ENABLE_ALL`` (a lower
+level is 2x slower on MobileNetV2), one inter-op thread, sequential execution."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgekit.errors import DeviceUnavailable, UserInputError, first_line
+from edgekit.targets.session import Accelerator, Session, TensorSpec, dequantize, stage_input
+
+# The GPU providers onnxruntime-gpu offers, in order of preference (CUDA first: TensorRT builds
+# engines for minutes on the first run).
+GPU_PROVIDERS = ("CUDAExecutionProvider", "TensorrtExecutionProvider")
+CPU_PROVIDER = "CPUExecutionProvider"
+
+
+def session_options(threads: int) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return options
+
+
+def providers(accelerator: Accelerator) -> list[str]:
+    """Execution providers; DeviceUnavailable when the GPU ones are missing."""
+    import onnxruntime as ort
+
+    if accelerator != Accelerator.GPU:
+        return [CPU_PROVIDER]
+    available = ort.get_available_providers()
+    for provider in GPU_PROVIDERS:
+        if provider in available:
+            return [provider, CPU_PROVIDER]
+    raise DeviceUnavailable(
+        f"onnx: a GPU execution provider ({', '.join(GPU_PROVIDERS)}) is not available here: "
+        f"onnxruntime has providers {available} (install onnxruntime-gpu on a CUDA machine)"
+    )
+
+
+def create_session(path: Path, options: Any, chosen: list[str]) -> Any:
+    import onnxruntime as ort
+
+    try:
+        session = ort.InferenceSession(str(path), options, providers=chosen)
+    except Exception as exc:  # onnxruntime raises its own exception types for a bad file
+        raise UserInputError(f"{path}: onnxruntime cannot load it ({first_line(exc)})") from None
+    wanted = chosen[0]
+    if wanted not in session.get_providers():
+        # onnxruntime-gpu lists CUDA even without a usable GPU, then silently runs on CPU
+        raise DeviceUnavailable(
+            f"onnx: {wanted} failed to initialise (no usable GPU?); session providers "
+            f"{session.get_providers()}"
+        )
+    return session
+
+
+class OnnxSession(Session):
+    def __init__(
+        self, path: Path, manifest: dict[str, Any], accelerator: Accelerator, threads: int
+    ) -> None:
+        import onnxruntime as ort
+
+        chosen = providers(accelerator)
+        self._session = create_session(path, session_options(threads), chosen)
+        self._input_spec = TensorSpec.from_dict(manifest["input"])
+        self._output_spec = TensorSpec.from_dict(manifest["output"])
+        self._input_name = self._input_spec.name or self._session.get_inputs()[0].name
+        self._output_names = [self._output_spec.name or self._session.get_outputs()[0].name]
+        placed = self._session.get_providers()
+        self.info = {
+            "runtime": f"onnxruntime {ort.__version__}",
+            "providers": placed,
+            "delegate": placed[0],
+            "delegate_applied": placed[0] == chosen[0],
+            "kernels": "MLAS (CPUExecutionProvider)" if placed[0] == CPU_PROVIDER else placed[0],
+            "threads": threads,
+            "inter_op_threads": 1,
+            "graph_optimization_level": "ORT_ENABLE_ALL",
+        }
+
+    def stage(self, sample: np.ndarray) -> dict[str, np.ndarray]:
+        return {self._input_name: stage_input(sample, self._input_spec)}
+
+    def invoke(self, staged: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self._session.run(self._output_names, staged)
+
+    def output(self, raw: list[np.ndarray]) -> np.ndarray:
+        return dequantize(raw[0], self._output_spec)
+
+    def close(self) -> None:
+        self._session = None
+
+
+def open_session(
+    path: Path,
+    manifest: dict[str, Any],
+    accelerator: Accelerator = Accelerator.CPU,
+    threads: int = 1,
+    **options: Any,
+) -> Session:
+    return OnnxSession(Path(path), manifest, accelerator, threads)

@@ -1,0 +1,54 @@
+"""LiteRT's ``benchmark_model`` on a phone: its command line and the parser of what it prints."""
+
+from __future__ import annotations
+
+import re
+
+from edgekit.targets.base import OfficialRunner
+
+
+def command(runner: str, model: str, threads: int, runs: int, gpu: bool) -> list[str]:
+    return [
+        runner,
+        f"--graph={model}",
+        f"--num_threads={threads}",
+        "--warmup_runs=1",
+        f"--num_runs={runs}",
+        "--min_secs=0",
+        f"--use_gpu={'true' if gpu else 'false'}",
+        f"--use_xnnpack={'false' if gpu else 'true'}",
+    ]
+
+
+def parse(output: str) -> dict[str, float]:
+    """Its ``Inference timings in us`` and ``count=... avg=...`` lines."""
+    figures: dict[str, float] = {}
+    timings = re.search(
+        r"Inference timings in us: Init: ([\d.]+), First inference: ([\d.]+), "
+        r"Warmup \(avg\): ([\d.e+]+), Inference \(avg\): ([\d.e+]+)",
+        output,
+    )
+    if not timings:
+        raise ValueError("benchmark_model output has no 'Inference timings in us' line")
+    figures["load_ms"] = float(timings.group(1)) / 1e3
+    figures["first_ms"] = float(timings.group(2)) / 1e3
+    figures["mean_ms"] = float(timings.group(4)) / 1e3
+    runs = [line for line in output.splitlines() if re.search(r"count=\d+ first=", line)]
+    if runs:  # the last such line is the timed runs (the one before is warm-up)
+        fields = dict(re.findall(r"(\w+)=([\d.e+]+)", runs[-1]))
+        figures.update(
+            count=float(fields["count"]),
+            min_ms=float(fields["min"]) / 1e3,
+            max_ms=float(fields["max"]) / 1e3,
+            std_ms=float(fields.get("std", 0)) / 1e3,
+        )
+        median = fields.get("median", fields.get("p50"))  # newer releases print percentiles
+        if median is not None:
+            figures["p50_ms"] = float(median) / 1e3
+    memory = re.search(r"Peak memory footprint \(MB\): init=([\d.]+) overall=([\d.]+)", output)
+    if memory:
+        figures["peak_rss_mb"] = float(memory.group(2))
+    return figures
+
+
+RUNNER = OfficialRunner("EDGEKIT_BENCHMARK_MODEL", command, parse)

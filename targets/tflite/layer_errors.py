@@ -1,0 +1,57 @@
+"""LiteRT's own per-layer int8 error: ai-edge-quantizer ``static_wi8_ai8`` on the fp32 .tflite,
+``validate()`` per tensor (its SNR is a linear ratio; converted to dB), mapped back to torch
+module paths through the op scopes litert-torch writes."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from edgekit.native import quiet_native, quiet_python
+from edgekit.targets.base import ExportRequest
+from edgekit.targets.tflite.keep_float import module_regex, no_progress_bars, signature_input
+
+if TYPE_CHECKING:
+    from edgekit.source import SourceModel
+
+TOOL = "ai-edge-quantizer validate() SNR (static_wi8_ai8)"
+
+
+def layer_errors(
+    source: SourceModel, x: np.ndarray, names: list[str], work: Path
+) -> tuple[str, dict[str, float]]:
+    from ai_edge_quantizer import quantizer as aeq
+    from ai_edge_quantizer import recipe as recipes
+    from ai_edge_quantizer.utils.validation_utils import ValidationErrorMetric
+
+    from edgekit.targets import get_target
+
+    fp32 = work / "fp32.tflite"
+    info = get_target("tflite").export(ExportRequest(source, "fp32", fp32))
+    nhwc = info.input.layout == "NHWC"
+    feed_x = np.ascontiguousarray(x.transpose(0, 2, 3, 1) if nhwc else x)
+    signature, input_name = signature_input(fp32)
+    feed = {signature: [{input_name: sample[None]} for sample in feed_x]}
+    quiet = quiet_python(env={"LITERT_TORCH_SHOW_PROGRESS": "n"}, stdout=True)
+    with quiet, quiet_native(), no_progress_bars():
+        quantizer = aeq.Quantizer(str(fp32))
+        quantizer.load_quantization_recipe(recipes.static_wi8_ai8())
+        quantizer.quantize(quantizer.calibrate(feed), enable_progress_report=False)
+        result = quantizer.validate(test_data=feed, error_metrics=[ValidationErrorMetric.SNR])
+    comparison = result.get_signature_comparison_result(signature)
+    patterns = {name: module_regex(name) for name in names}
+    per_layer: dict[str, float] = {}
+    tensors = {**comparison.intermediate_tensors, **comparison.output_tensors}
+    for tensor, metrics in tensors.items():
+        scope = tensor + ";"
+        matched = [name for name, pattern in patterns.items() if re.search(pattern, scope)]
+        if not matched and tensor in comparison.output_tensors:
+            matched = [names[-1]]  # litert-torch names the output after the signature
+        snr = metrics.get("snr")
+        if matched and snr is not None and snr > 0:
+            per_layer[max(matched, key=len)] = 10.0 * math.log10(snr) if math.isfinite(snr) else snr
+    return TOOL, per_layer

@@ -1,0 +1,222 @@
+"""The house rules, checked on the source (an AST walk: the package-dir mapping of
+``edgekit.targets`` and ``edgekit.quantize`` defeats import-linter's static resolution).
+
+1. targets never import the CLI, devices, report, the matrix or the accuracy-aware loop;
+2. report never imports a runtime, a target, a device or quantize;
+3. devices never import accuracy, gates, export, report, the matrix or the CLI;
+4. only devices/ names a device, only targets/<name>/ names its target (the registries do);
+5. no ``from x import _private`` across files;
+6. a session module imports only numpy, its runtime, targets/session.py and edgekit's stdlib-only
+   helpers (errors, native): the emulated guest runs it as it is, and so the guest's own files;
+7. no import cycles, counting the imports inside functions too;
+8. no module over 400 lines."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgekit.devices import DEVICE_MODULES
+from edgekit.targets import TARGET_MODULES
+
+ROOT = Path(__file__).parent.parent
+PACKAGES = {"edgekit": ROOT / "edgekit", "edgekit.targets": ROOT / "targets",
+            "edgekit.quantize": ROOT / "quantize"}  # fmt: skip
+MAX_LINES = 400
+STDLIB = set(sys.stdlib_module_names)
+SESSION_RUNTIMES = {
+    "tflite": {"ai_edge_litert", "tflite_runtime"},
+    "onnx": {"onnxruntime"},
+    "executorch": {"executorch", "executorch_numpy_runtime", "torch"},
+}
+GUEST_FILES = ("edgekit.errors", "edgekit.native", "edgekit.loop", "edgekit.targets.session")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package, directory in PACKAGES.items():
+        for path in directory.rglob("*.py"):
+            relative = path.relative_to(directory).with_suffix("")
+            parts = [p for p in relative.parts if p != "__init__"]
+            name = ".".join([package, *parts])
+            if package == "edgekit" and parts and parts[0] in ("targets", "quantize"):
+                continue
+            found[name] = path
+    return found
+
+
+MODULES = _modules()
+TREES = {name: ast.parse(path.read_text()) for name, path in MODULES.items()}
+
+
+def _resolve(name: str) -> str | None:
+    """The edgekit module an import names (the longest known prefix)."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in MODULES:
+            return candidate
+    return None
+
+
+def imports(module: str) -> list[tuple[str, ast.AST]]:
+    """Every imported name (``a.b`` for ``import a.b``, ``a.b.c`` for ``from a.b import c``)."""
+    found = []
+    for node in ast.walk(TREES[module]):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:  # a submodule if it is one, else a name of the module
+                full = f"{node.module}.{alias.name}"
+                found.append((full if full in MODULES else node.module, node))
+    return found
+
+
+def edges(module: str) -> set[str]:
+    targets = set()
+    for name, _ in imports(module):
+        resolved = _resolve(name)
+        if resolved and resolved != module:
+            targets.add(resolved)
+    return targets
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+FORBIDDEN = [
+    ("edgekit.targets", ("edgekit.cli", "edgekit.devices", "edgekit.report", "edgekit.matrix",
+                         "edgekit.accuracy_aware", "edgekit.bench", "edgekit.accuracy")),
+    ("edgekit.report", ("edgekit.targets", "edgekit.devices", "edgekit.quantize",
+                        "edgekit.child", "edgekit.worker", "edgekit.bench", "edgekit.export")),
+    ("edgekit.devices", ("edgekit.accuracy", "edgekit.gates", "edgekit.export", "edgekit.report",
+                         "edgekit.matrix", "edgekit.cli")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("layer", "banned"), FORBIDDEN)
+def test_layers_import_only_downwards(layer, banned):
+    broken = [
+        f"{module} imports {target}"
+        for module in MODULES
+        if _inside(module, layer)
+        for target in edges(module)
+        if any(_inside(target, ban) for ban in banned)
+    ]
+    assert not broken, broken
+
+
+def test_report_imports_no_runtime():
+    runtimes = {"torch", "onnxruntime", "ai_edge_litert", "executorch", "tensorflow", "onnx"}
+    broken = [
+        f"{module} imports {name}"
+        for module in MODULES
+        if _inside(module, "edgekit.report")
+        for name, _ in imports(module)
+        if name.split(".")[0] in runtimes
+    ]
+    assert not broken, broken
+
+
+def _strings(module: str) -> set[str]:
+    """String constants used as values: dict keys (option names such as ``cpu``) and torch's
+    own device strings (``map_location="cpu"``, ``torch.device("cpu")``) are not edgekit's."""
+    skipped: set[int] = set()
+    for node in ast.walk(TREES[module]):
+        if isinstance(node, ast.Dict):
+            skipped.update(id(key) for key in node.keys if key is not None)
+        elif isinstance(node, ast.keyword) and node.arg == "map_location":
+            skipped.add(id(node.value))
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "device":
+            skipped.update(id(n) for arg in node.args for n in ast.walk(arg))
+    return {
+        node.value
+        for node in ast.walk(TREES[module])
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in skipped
+    }
+
+
+def test_only_devices_name_a_device():
+    broken = [
+        f"{module} names {name!r}"
+        for module in MODULES
+        if not _inside(module, "edgekit.devices")
+        for name in _strings(module) & set(DEVICE_MODULES)
+    ]
+    assert not broken, broken
+
+
+def test_only_a_target_names_itself():
+    broken = []
+    for module in MODULES:
+        for name in _strings(module) & set(TARGET_MODULES):
+            own = _inside(module, f"edgekit.targets.{name}") or module == "edgekit.targets"
+            if not own:
+                broken.append(f"{module} names {name!r}")
+    assert not broken, broken
+
+
+def test_no_private_imports_across_files():
+    broken = [
+        f"{module}: from {node.module} import {alias.name}"
+        for module in MODULES
+        for node in ast.walk(TREES[module])
+        if isinstance(node, ast.ImportFrom) and node.module and _resolve(node.module)
+        for alias in node.names
+        if alias.name.startswith("_") and alias.name != "__version__"
+    ]
+    assert not broken, broken
+
+
+def _third_party(module: str) -> set[str]:
+    roots = {name.split(".")[0] for name, _ in imports(module)}
+    return {root for root in roots if root not in STDLIB and root != "edgekit"}
+
+
+@pytest.mark.parametrize("target", list(TARGET_MODULES))
+def test_a_session_module_needs_only_numpy_and_its_runtime(target):
+    module = f"edgekit.targets.{target}.session"
+    assert _third_party(module) <= {"numpy"} | SESSION_RUNTIMES[target], _third_party(module)
+    allowed = {"edgekit.targets.session", *GUEST_FILES}
+    assert edges(module) <= allowed, edges(module) - allowed
+
+
+def test_the_guests_own_files_need_only_numpy():
+    for module in (*GUEST_FILES, "edgekit.devices.arm64_emu.guest"):
+        assert _third_party(module) <= {"numpy"}, (module, _third_party(module))
+        assert edges(module) <= set(GUEST_FILES), (module, edges(module))
+
+
+def test_no_import_cycles():
+    graph = {module: edges(module) for module in MODULES}
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join([*path[path.index(nxt) :], nxt]))
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, cycles[:5]
+
+
+def test_no_module_is_over_400_lines():
+    long = {
+        name: n
+        for name, path in MODULES.items()
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, long

@@ -1,0 +1,104 @@
+"""``edgekit run`` end to end on the default model, as a user calls it and as Python calls it,
+and a fourth target added from outside edgekit running through it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_helpers import run_cli
+
+PLUGINS = Path(__file__).parent / "plugins"
+QUICK = ["--min-seconds", "0.2", "--min-runs", "20", "--rounds", "4"]
+
+
+def _run(capsys, tmp_path, *args):
+    return run_cli(
+        capsys,
+        "run",
+        *args,
+        *QUICK,
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--history",
+        str(tmp_path / "history.sqlite"),
+        "--json",
+    )
+
+
+def test_a_run_measures_the_matrix_and_writes_its_report_and_history(capsys, tmp_path):
+    result = _run(
+        capsys, tmp_path, "--targets", "onnx", "--recipes", "fp32,int8", "--devices", "cpu"
+    )
+    assert result.code == 0, result.err
+    summary = json.loads(result.out)
+    run_dir = Path(summary["run_dir"])
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "artifacts",
+        "plots",
+        "report.html",
+        "report.json",
+        "report.md",
+        "results.json",
+    ]
+    assert not list(run_dir.parent.glob(".*partial"))  # built under a temporary name
+    results = json.loads((run_dir / "results.json").read_text())
+    rows = {(r["target"], r["recipe"]): r for r in results["rows"]}
+    assert set(rows) == {("onnx", "fp32"), ("onnx", "int8"), ("baseline", "fp32")}
+    for key in (("onnx", "fp32"), ("onnx", "int8")):
+        row = rows[key]
+        assert row["status"] == "ok" and row["accuracy"]["samples"] == 899
+        assert row["speedup_ci"][0] <= row["speedup"] <= row["speedup_ci"][1]
+        assert "baseline/fp32" in row["interleaved_with"] and row["fingerprint"]["id"]
+    assert summary["recommendation"].startswith("onnx/")
+    listed = run_cli(capsys, "history", "--history", str(tmp_path / "history.sqlite"), "--json")
+    assert json.loads(listed.out)[0]["id"] == run_dir.name
+
+
+def test_the_python_api_writes_what_the_cli_writes(tmp_path):
+    from edgekit.matrix import run_matrix
+    from edgekit.run_config import RunConfig
+
+    config = RunConfig(
+        targets=["onnx"],
+        recipes=["fp32"],
+        devices=["cpu"],
+        min_seconds=0.2,
+        min_runs=20,
+        rounds=4,
+        runs_dir=str(tmp_path / "runs"),
+    )
+    result = run_matrix(config, history=tmp_path / "history.sqlite")
+    assert sorted(p.name for p in result.run_dir.iterdir()) == [
+        "artifacts",
+        "plots",
+        "report.html",
+        "report.json",
+        "report.md",
+        "results.json",
+    ]
+    assert result.recommendation.best is not None and not result.failed
+    assert json.loads((result.run_dir / "report.json").read_text())["recommendation"]
+
+
+def test_a_target_from_a_plugin_runs_through_edgekit_run(capsys, tmp_path, monkeypatch):
+    import edgekit.plugins
+    import edgekit.targets
+
+    # the registries as they were: later tests must not see the plugin
+    monkeypatch.setattr(edgekit.targets, "TARGET_MODULES", dict(edgekit.targets.TARGET_MODULES))
+    monkeypatch.setattr(edgekit.targets, "_REGISTRY", dict(edgekit.targets._REGISTRY))
+    monkeypatch.setattr(edgekit.plugins, "_loaded", set())
+    monkeypatch.setenv("EDGEKIT_PLUGINS", "torchscript_target")
+    monkeypatch.setenv("PYTHONPATH", str(PLUGINS))
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    result = _run(
+        capsys, tmp_path, "--targets", "torchscript", "--recipes", "fp32", "--devices", "cpu"
+    )
+    assert result.code == 0, result.err
+    run_dir = Path(json.loads(result.out)["run_dir"])
+    rows = json.loads((run_dir / "results.json").read_text())["rows"]
+    (row,) = [r for r in rows if r["target"] == "torchscript"]
+    assert row["status"] == "ok" and row["accuracy"]["agreement"] == 1.0
+    assert row["runtime"]["runtime"].startswith("torch.jit") and row["speedup"] > 0
+    assert (run_dir / "artifacts" / "digits-mobilenet-fp32.ts").is_file()
