@@ -1,295 +1,279 @@
-"""Latency side by side, in one run: digits-mobilenet, MobileNetV2-224 and ResNet-50-224 for every
-target x recipe on the host CPU at 1 and 2 threads, the torch eager fp32 baseline, and LiteRT's
-own benchmark tool on the same .tflite files. Writes benchmarks/RESULTS.md (and results.json).
+"""Latency side by side, in one run, every ratio interleaved: digits-mobilenet, MobileNetV2-224
+and ResNet-50-224 for every target x recipe on the host CPU at 1 and 2 threads, with the torch
+eager fp32 baseline in the same rounds, and LiteRT's own benchmark tool alternated with edgekit
+on the same .tflite files. Writes benchmarks/RESULTS.md and benchmarks/results.json.
 
-    .venv/bin/python benchmarks/latency.py [--models digits-mobilenet,mobilenet_v2,resnet50]
+    .venv/bin/python benchmarks/latency.py [--models mobilenet_v2] [--threads 1] [--no-tool]
+                                           [--json OUT] [--markdown OUT]
 
-Run it on a quiet machine: every measurement records the CPU other processes used during its
-timed loop, waits for the machine to settle, retries when disturbed, and marks what stayed so.
-"""
+Run it on a quiet machine: nothing else should run beside it (a helper, a build)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-from edgekit.architectures import count_macs
-from edgekit.bench import NoiseGuard, Protocol, bench_artifact, bench_baseline
-from edgekit.data import load_dataset
-from edgekit.doctor import cpu_model
-from edgekit.errors import EdgekitError
-from edgekit.export import export_artifact
-from edgekit.models import load_model
-from edgekit.noise import ForeignCpu, wait_for_quiet
+from common import DATA, HERE, artifacts, header, machine, write_json
+
+from edgekit.bench import baseline_timer, measure
+from edgekit.devices import get_device
+from edgekit.latency import Block, BlockTimer, LatencyRecord, NoiseGuard, Protocol
 from edgekit.peak import measure_peaks
-from edgekit.versions import tool_versions
+from edgekit.stats import band_of, widen
 
-HERE = Path(__file__).parent
-MODELS = {"digits-mobilenet": "digits", "mobilenet_v2": "synthetic:64", "resnet50": "synthetic:64"}
-TARGETS = ("tflite", "executorch", "onnx")
-RECIPES = ("fp32", "fp16", "int8", "int8-dynamic")
-THREADS = (1, 2)
-PROTOCOL = Protocol(warmup=10, min_runs=50, min_seconds=2.0)
-GUARD = NoiseGuard(threshold=0.15, retries=3, settle_max_s=60.0)
-# the probe's targets (issue: Devices and latency)
-TARGET_BEST_OVER_EAGER = 4.5
-TARGET_INT8_OVER_FP32 = {"mobilenet_v2": 2.0, "resnet50": 3.0}
-TARGET_TOOL_AGREEMENT = 0.03
-TARGET_FP32_PEAK = 0.75
+PROTOCOL = Protocol(warmup=10, min_runs=50, min_seconds=1.0, rounds=12, block_seconds=0.1)
+TOOL_PROTOCOL = Protocol(warmup=5, min_runs=50, min_seconds=1.0, rounds=8, block_seconds=0.15)
+GUARD = NoiseGuard(threshold=0.15, retries=1, settle_max_s=60.0)
+TOOL_MODELS = ("mobilenet_v2", "resnet50")  # the tool rounds to 0.01 ms: too coarse below 1 ms
 
 
-def litert_tool(path: Path, threads: int) -> dict:
-    """LiteRT's own benchmark tool (shipped in the ai-edge-litert wheel) on one .tflite file."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "result.json"
-        command = [
-            sys.executable,
-            "-m",
-            "ai_edge_litert.tools.benchmark_litert_model",
-            f"--model={path}",
-            f"--num_threads={threads}",
-            "--num_runs=200",
-            "--warmup_runs=10",
-            f"--result_json={out}",
-        ]
-        wait_for_quiet(GUARD.threshold, max_wait_s=GUARD.settle_max_s)
-        guard = ForeignCpu()
-        guard.start()
-        done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
-        foreign = guard.stop()
-        if done.returncode != 0 or not out.is_file():
-            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            return {"status": "failed", "error": tail[:200]}
-        latency = json.loads(out.read_text())["latency"]
-    # os.times() counts the finished tool as our child, so foreign_cpu is other processes only
+class ToolTimer(BlockTimer):
+    """LiteRT's own benchmark tool (in the ai-edge-litert wheel): one block is one run of it,
+    its own median of ``runs`` timed invokes (CompiledModel, CPU accelerator: XNNPACK)."""
+
+    def __init__(self, path: Path, threads: int) -> None:
+        self.label, self.path, self.threads = "LiteRT tool", path, threads
+        first = self._run(5)
+        self.warm_ms = max(first["median_ms"], 0.01)
+        self.runtime = {"runtime": "ai_edge_litert.tools.benchmark_litert_model"}
+        self.load_ms = self.first_ms = None
+
+    def _run(self, runs: int) -> dict:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "result.json"
+            command = [
+                sys.executable,
+                "-m",
+                "ai_edge_litert.tools.benchmark_litert_model",
+                f"--model={self.path}",
+                f"--num_threads={self.threads}",
+                f"--num_runs={max(runs, 10)}",
+                "--warmup_runs=5",
+                f"--result_json={out}",
+            ]
+            done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+            if done.returncode != 0 or not out.is_file():
+                tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                raise RuntimeError(f"LiteRT's tool failed: {tail[:200]}")
+            return json.loads(out.read_text())["latency"]
+
+    def block(self, runs: int) -> Block:
+        latency = self._run(runs)
+        return Block(None, latency["avg_ms"], latency["median_ms"])
+
+
+def pool(model: str, threads: int, log) -> dict:
+    """Every artifact of ``model`` and the torch eager baseline, interleaved."""
+    made, source, dataset = artifacts(model, log)
+    device = get_device("cpu")
+    sample = dataset.evaluation.x[:1]
+    timers, records = [], []
+    for artifact in made:
+        timers.append(device.timer(artifact, threads, sample, PROTOCOL, 600.0))
+        records.append(LatencyRecord.for_artifact(artifact, "cpu", threads))
+    info = made[0].manifest["source"]
+    timers.append(baseline_timer(info, threads, sample, PROTOCOL, 600.0, cuda=False))
+    records.append(LatencyRecord("torch eager/fp32", "cpu", threads, "failed"))
+    # a second session of the first artifact: the noise band every interval is widened by
+    timers.append(device.timer(made[0], threads, sample, PROTOCOL, 600.0))
+    records.append(LatencyRecord.for_artifact(made[0], "cpu", threads))
+    log(f"{model} x{threads}: {len(timers)} sides interleaved")
+    result = measure(timers, records, PROTOCOL, GUARD)
+    band = band_of(result.ratio(len(records) - 1, 0)[1])
+    records, eager = records[:-1], len(records) - 2
+    rows = []
+    for side, (artifact, record) in enumerate(zip([*made, None], records, strict=True)):
+        row = {
+            "label": record.label,
+            "threads": threads,
+            "status": record.status,
+            "error": record.error,
+            "stats": record.stats,
+            "rounds": len(result.rounds_used),
+            "foreign_cpu": record.foreign_cpu,
+            "steal": record.steal,
+            "warnings": record.warnings,
+        }
+        if artifact is not None:
+            row.update(
+                target=artifact.target,
+                recipe=artifact.recipe,
+                coverage=artifact.manifest.get("coverage"),
+                export_warnings=artifact.manifest.get("warnings", []),
+            )
+            if record.status == "ok" and records[eager].status == "ok":
+                ratio, ci = result.ratio(eager, side)
+                row["over_eager"], row["over_eager_ci"] = ratio, list(widen(ci, band))
+        rows.append(row)
+    by_label = {row["label"]: side for side, row in enumerate(rows)}
+    for row in rows:
+        fp32 = by_label.get(f"{row.get('target')}/fp32")
+        if row.get("recipe") in ("int8", "int8-dynamic", "fp16") and fp32 is not None:
+            ratio, ci = result.ratio(fp32, by_label[row["label"]])  # fp32 time / this time
+            row["over_fp32"], row["over_fp32_ci"] = ratio, list(widen(ci, band))
     return {
-        "status": "ok",
-        "median_ms": latency["median_ms"],
-        "avg_ms": latency["avg_ms"],
-        "foreign_cpu": foreign,
+        "model": model,
+        "threads": threads,
+        "rows": rows,
+        "macs": _macs(source),
+        "noise_band": band,
     }
 
 
-def run(models: list[str], out_dir: Path) -> dict:
-    results = {
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "versions": tool_versions()},
-        "peaks": {},
-        "models": {},
-    }
-    for threads in THREADS:
-        wait_for_quiet(GUARD.threshold, max_wait_s=GUARD.settle_max_s)
-        results["peaks"][threads] = measure_peaks(threads)
-        print(f"peaks {threads} thr: {results['peaks'][threads]}", flush=True)
-    for name in models:
-        source = load_model(name, quiet=True)
-        import torch
-
-        macs = count_macs(source.module, torch.from_numpy(source.example_input()))
-        dataset = load_dataset(MODELS[name], source.preprocess)
-        entry = {"macs": macs, "rows": []}
-        results["models"][name] = entry
+def tool_comparison(model: str, threads: int, log) -> list[dict]:
+    made, _, dataset = artifacts(model, log)
+    device, found = get_device("cpu"), []
+    for artifact in [a for a in made if a.target == "tflite"]:
         sample = dataset.evaluation.x[:1]
-        for threads in THREADS:
-            record = bench_baseline(name, "cpu", threads, PROTOCOL, GUARD, sample)
-            entry["rows"].append({**record.to_dict(), "engine": "torch eager", "recipe": "fp32"})
-            print(f"{name} torch eager {threads} thr: {record.stats.get('p50_ms')}", flush=True)
-        for target in TARGETS:
-            for recipe in RECIPES:
-                started = time.perf_counter()
-                try:
-                    artifact = export_artifact(
-                        source,
-                        dataset,
-                        target,
-                        recipe,
-                        out_dir / name,
-                        calibration_samples=32,
-                        validation_samples=16,
-                    ).artifact
-                except EdgekitError as exc:
-                    entry["rows"].append(
-                        {"engine": target, "recipe": recipe, "status": "failed", "error": str(exc)}
-                    )
-                    print(f"{name} {target}/{recipe}: {exc}", flush=True)
-                    continue
-                print(
-                    f"{name} {target}/{recipe} exported in {time.perf_counter() - started:.0f} s",
-                    flush=True,
-                )
-                coverage = artifact.manifest["coverage"]
-                for threads in THREADS:
-                    record = bench_artifact(artifact.path, "cpu", threads, PROTOCOL, GUARD, sample)
-                    row = {
-                        **record.to_dict(),  # its "runtime" is the session's facts
-                        "engine": target,
-                        "recipe": recipe,
-                        "coverage": coverage,
-                        "warnings_export": artifact.manifest.get("warnings", []),
-                    }
-                    if target == "tflite" and record.status == "ok":
-                        row["litert_tool"] = litert_tool(artifact.path, threads)
-                    entry["rows"].append(row)
-                    print(
-                        f"  {threads} thr: p50 {record.stats.get('p50_ms')} ({record.status})",
-                        flush=True,
-                    )
+        timers = [
+            device.timer(artifact, threads, sample, TOOL_PROTOCOL, 600.0),
+            ToolTimer(artifact.path, threads),
+            device.timer(artifact, threads, sample, TOOL_PROTOCOL, 600.0),
+        ]
+        records = [
+            LatencyRecord.for_artifact(artifact, "cpu", threads),
+            LatencyRecord("LiteRT tool", "cpu", threads, "failed"),
+            LatencyRecord.for_artifact(artifact, "cpu", threads),
+        ]
+        log(f"{model} {artifact.label} x{threads}: edgekit against LiteRT's tool, interleaved")
+        result = measure(timers, records, TOOL_PROTOCOL, GUARD)
+        band = band_of(result.ratio(2, 0)[1])
+        ratio, ci = result.ratio(0, 1)
+        ci = widen(ci, band)
+        found.append(
+            {
+                "model": model,
+                "label": artifact.label,
+                "threads": threads,
+                "edgekit_p50": records[0].stats.get("p50_ms"),
+                "tool_median": records[1].stats.get("p50_ms"),
+                "ratio": ratio,
+                "ratio_ci": list(ci),
+                "noise_band": band,
+                "rounds": len(result.rounds_used),
+            }
+        )
+    return found
+
+
+def _macs(source) -> int:
+    import torch
+
+    from edgekit.architectures import count_macs
+
+    return count_macs(source.module, torch.from_numpy(source.example_input()))
+
+
+def run(models: list[str], threads: list[int], tool: bool, log=print) -> dict:
+    results = {
+        "machine": machine(),
+        "protocol": PROTOCOL.to_dict(),
+        "peaks": {},
+        "pools": [],
+        "tool": [],
+    }
+    for count in threads:
+        results["peaks"][str(count)] = measure_peaks(count)
+    for model in models:
+        for count in threads:
+            results["pools"].append(pool(model, count, log))
+            if tool and model in TOOL_MODELS:
+                results["tool"] += tool_comparison(model, count, log)
     return results
 
 
-def _ratio(a: float | None, b: float | None) -> str:
-    return "" if not a or not b else f"{a / b:.2f}x"
+def _ci(value: float | None, ci: list | None) -> str:
+    return "" if value is None else f"{value:.2f}x [{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
-def write_markdown(results: dict, path: Path) -> None:
-    machine = results["machine"]
-    lines = [
-        "# Latency benchmarks",
-        "",
-        f"Produced by `python benchmarks/latency.py` on {results['created']}; nothing in this file "
-        "was written by hand.",
-        "",
-        f"- machine: {machine['cpu']}, {machine['cores']} cores (shared; see 'others' CPU')",
-        "- versions: " + ", ".join(f"{k} {v}" for k, v in machine["versions"].items()),
-        "- matmul peaks (onnxruntime MLAS: fp32 MatMul / int8 MatMulInteger u8s8, 1024^3): "
-        + "; ".join(
-            f"{t} thr: {p['fp32_gflops']:.0f} GFLOP/s, {p['int8_gops']:.0f} GOP/s"
-            for t, p in results["peaks"].items()
-        ),
-        f"- protocol: {PROTOCOL.warmup} warm-up runs, then at least {PROTOCOL.min_runs} runs and "
-        f"{PROTOCOL.min_seconds:g} s of single timed invokes on a pre-staged input, batch 1, each "
-        "in its own child process; a run during which other processes used more than "
-        f"{GUARD.threshold} cores was retried (up to {GUARD.retries}x) and is marked DISTURBED if it "
-        "stayed so",
-        "",
-    ]
-    checks = []
-    for name, entry in results["models"].items():
+def markdown(results: dict) -> list[str]:
+    lines = header(
+        "Latency benchmarks",
+        "python benchmarks/latency.py",
+        [
+            "- matmul peaks (onnxruntime MLAS: fp32 MatMul / int8 MatMulInteger u8s8, 1024^3): "
+            + "; ".join(
+                f"{t} thr: {p['fp32_gflops']:.0f} GFLOP/s, {p['int8_gops']:.0f} GOP/s"
+                for t, p in results["peaks"].items()
+            ),
+            f"- protocol: every artifact of a model and torch eager ran interleaved, each in its "
+            f"own child process: {PROTOCOL.warmup} warm-up invokes, then at least "
+            f"{PROTOCOL.rounds} rounds in which each side timed one block (~"
+            f"{PROTOCOL.block_seconds * 1e3:.0f} ms) of single invokes; every ratio is the "
+            "geometric mean of the per-round ratios of block medians, with a 95 % t-interval "
+            "over rounds.",
+        ],
+    )
+    for entry in results["pools"]:
         gop = 2 * entry["macs"] / 1e9
         lines += [
-            f"## {name} ({entry['macs'] / 1e6:.1f} M MACs = {gop:.3f} GFLOP per inference)",
+            f"## {entry['model']} at {entry['threads']} thread(s) ({gop:.3f} GFLOP)",
             "",
-            "| runtime | recipe | thr | p50 ms | p90 ms | CV | vs torch eager | int8 / fp32 | "
-            "GFLOP/s (GOP/s int8) | % of matmul peak | LiteRT tool median ms | edgekit / tool | "
-            "others' CPU | notes |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| artifact | p50 ms | p90 ms | CV | speed-up over torch eager [95% CI] | "
+            "speed-up over its fp32 [95% CI] | GFLOP/s | others' CPU | notes |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
-        eager = {
-            r["threads"]: r
-            for r in entry["rows"]
-            if r["engine"] == "torch eager" and r["status"] == "ok"
-        }
-        fp32 = {
-            (r["engine"], r["threads"]): r
-            for r in entry["rows"]
-            if r["recipe"] == "fp32" and r.get("status") == "ok"
-        }
         for row in entry["rows"]:
-            if row.get("status") != "ok":
-                lines.append(
-                    f"| {row['engine']} | {row['recipe']} | {row.get('threads', '')} | | | | | | | | | | | "
-                    f"{row.get('status')}: {row.get('error')} |"
-                )
+            if row["status"] != "ok":
+                lines.append(f"| {row['label']} | | | | | | | | {row['status']}: {row['error']} |")
                 continue
-            p50 = row["stats"]["p50_ms"]
-            threads = row["threads"]
-            base = eager.get(threads)
-            integer = row["recipe"] == "int8"
-            peak = (
-                results["peaks"][str(threads)]
-                if str(threads) in results["peaks"]
-                else results["peaks"][threads]
-            )
-            rate = gop / (p50 / 1e3)
-            share = rate / (peak["int8_gops"] if integer else peak["fp32_gflops"])
-            speedup = base["stats"]["p50_ms"] / p50 if base else None
-            int8_over = ""
-            if integer and (row["engine"], threads) in fp32:
-                int8_over = _ratio(fp32[(row["engine"], threads)]["stats"]["p50_ms"], p50)
-            tool = row.get("litert_tool") or {}
-            tool_ms = tool.get("median_ms")
-            notes = list(row.get("warnings", [])) + [
-                w for w in row.get("warnings_export", []) if w.startswith("FALLBACK")
+            stats = row["stats"]
+            notes = row["warnings"] + [
+                w for w in row.get("export_warnings", []) if w.startswith("FALLBACK")
             ]
             lines.append(
-                f"| {row['engine']} | {row['recipe']} | {threads} | {p50:.3f} | {row['stats']['p90_ms']:.3f} | "
-                f"{row['stats']['cv']:.1%} | {'' if speedup is None else f'{speedup:.2f}x'} | {int8_over} | "
-                f"{rate:.1f} | {100 * share:.0f} % | {'' if tool_ms is None else f'{tool_ms:.2f}'} | "
-                f"{_ratio(p50, tool_ms)} | {row.get('foreign_cpu') or 0:.2f} | {'; '.join(notes)} |"
+                f"| {row['label']} | {stats['p50_ms']:.3f} | {stats['p90_ms']:.3f} | "
+                f"{stats['cv']:.1%} | {_ci(row.get('over_eager'), row.get('over_eager_ci'))} | "
+                f"{_ci(row.get('over_fp32'), row.get('over_fp32_ci'))} | "
+                f"{gop / (stats['p50_ms'] / 1e3):.1f} | {row['foreign_cpu'] or 0:.2f} | "
+                f"{'; '.join(notes)} |"
             )
-            if row["engine"] != "torch eager" and speedup and threads == 1:
-                checks.append((name, row, speedup, share, int8_over, tool_ms))
         lines.append("")
-    lines += ["## Targets", ""]
-    lines += _target_lines(results, checks)
-    path.write_text("\n".join(lines) + "\n")
-
-
-def _target_lines(results: dict, checks: list) -> list[str]:
-    lines = []
-    by_model: dict[str, list] = {}
-    for check in checks:
-        by_model.setdefault(check[0], []).append(check)
-    for name, rows in by_model.items():
-        if name == "digits-mobilenet":
-            continue  # too small for throughput targets: per-call overhead dominates
-        best = max(rows, key=lambda c: c[2])
-        verdict = "PASS" if best[2] >= TARGET_BEST_OVER_EAGER else "MISS"
-        lines.append(
-            f"- {name}: best artifact ({best[1]['engine']}/{best[1]['recipe']}) is "
-            f"{best[2]:.2f}x torch eager at 1 thread (target >= {TARGET_BEST_OVER_EAGER}x): {verdict}"
-        )
-        for row in rows:
-            if row[4]:
-                ratio = float(row[4][:-1])
-                need = TARGET_INT8_OVER_FP32.get(name, 2.0)
-                lines.append(
-                    f"- {name}: {row[1]['engine']} int8 is {ratio:.2f}x faster than fp32 "
-                    f"(target >= {need}x): {'PASS' if ratio >= need else 'MISS'}"
-                )
-            if row[1]["recipe"] == "fp32":
-                lines.append(
-                    f"- {name}: {row[1]['engine']} fp32 at {100 * row[3]:.0f} % of the fp32 "
-                    f"matmul peak (target >= {100 * TARGET_FP32_PEAK:.0f} %): "
-                    f"{'PASS' if row[3] >= TARGET_FP32_PEAK else 'MISS'}"
-                )
-            if row[5]:
-                gap = abs(row[1]["stats"]["p50_ms"] / row[5] - 1)
-                lines.append(
-                    f"- {name}: tflite/{row[1]['recipe']} edgekit p50 within {100 * gap:.1f} % "
-                    f"of LiteRT's tool (target <= {100 * TARGET_TOOL_AGREEMENT:.0f} %): "
-                    f"{'PASS' if gap <= TARGET_TOOL_AGREEMENT else 'MISS'}"
-                )
+    if results["tool"]:
+        lines += [
+            "## edgekit against LiteRT's own benchmark tool, interleaved",
+            "",
+            "edgekit times the Interpreter with XNNPACK (set_tensor + invoke + get_tensor);"
+            " the tool times CompiledModel on pre-made buffers. Target: within 3 %.",
+            "",
+            "| model | artifact | thr | edgekit p50 ms | tool median ms | edgekit / tool "
+            "[95% CI] | within 3 % |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for row in results["tool"]:
+            low, high = row["ratio_ci"]
+            verdict = (
+                "yes"
+                if max(abs(low - 1), abs(high - 1)) <= 0.03
+                else ("interval includes 3 %" if low <= 1.03 and high >= 0.97 else "no")
+            )
+            lines.append(
+                f"| {row['model']} | {row['label']} | {row['threads']} | "
+                f"{row['edgekit_p50']:.3f} | {row['tool_median']:.3f} | "
+                f"{row['ratio']:.3f} [{low:.3f}, {high:.3f}] | {verdict} |"
+            )
     return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--out", default=str(HERE / "RESULTS.md"))
-    parser.add_argument("--from-json", help="only re-render RESULTS.md from a results.json")
+    parser.add_argument("--models", default=",".join(DATA))
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--no-tool", action="store_true")
+    parser.add_argument("--json", default=str(HERE / "results.json"))
+    parser.add_argument("--markdown", default=str(HERE / "RESULTS.md"))
     args = parser.parse_args()
-    if args.from_json:
-        write_markdown(json.loads(Path(args.from_json).read_text()), Path(args.out))
-        return
-    models = [m for m in args.models.split(",") if m]
-    with tempfile.TemporaryDirectory(prefix="edgekit-benchmarks-") as tmp:
-        results = run(models, Path(tmp))
-    for entry in results["models"].values():
-        for row in entry["rows"]:  # keep the statistics, not every sample or a temporary path
-            row.pop("samples_ms", None)
-            if row.get("artifact"):
-                row["artifact"] = Path(row["artifact"]).name
-    (HERE / "results.json").write_text(json.dumps(results, indent=1, default=str))
-    write_markdown(results, Path(args.out))
-    print(f"wrote {args.out}")
+    threads = [int(t) for t in args.threads.split(",")]
+    log = lambda message: print(message, flush=True)  # noqa: E731
+    results = run([m for m in args.models.split(",") if m], threads, not args.no_tool, log)
+    write_json(Path(args.json), results)
+    if args.markdown != "-":
+        Path(args.markdown).write_text("\n".join(markdown(results)) + "\n")
+        print(f"wrote {args.markdown}")
 
 
 if __name__ == "__main__":

@@ -22,10 +22,6 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def ensure_writable_dir(directory: Path) -> Path:
     """Create ``directory`` if needed and prove we can write there, or raise a one-line error."""
     try:

@@ -90,6 +90,9 @@ class LatencyRecord:
     interleaved_with: list[str] = field(default_factory=list)
     speedup: float | None = None  # baseline / this, interleaved; None when not comparable
     speedup_ci: list[float] | None = None
+    # how far two sessions of the same file differ in this pool (a fraction): every ratio's
+    # interval is widened by it, since rounds alone cannot see differences between sessions
+    noise_band: float | None = None
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

@@ -252,6 +252,7 @@ def _row(record: LatencyRecord, artifact: Artifact | None, accuracy: dict | None
         accuracy=accuracy,
         speedup=record.speedup if record.traits.get("latency_comparable") else None,
         speedup_ci=record.speedup_ci if record.traits.get("latency_comparable") else None,
+        noise_band=record.noise_band,
     )
     if artifact is not None:
         _describe_artifact(row, artifact)

@@ -73,6 +73,7 @@ class Row:
     accuracy_aware: dict[str, Any] | None = None
     speedup: float | None = None
     speedup_ci: list[float] | None = None
+    noise_band: float | None = None  # two sessions of one file differ by up to this fraction
     gflops: float | None = None
     peak_fraction: float | None = None
     peak_kind: str | None = None  # which measured peak the fraction divides by

@@ -77,6 +77,20 @@ def paired_ratio(
     return centre, (float(np.exp(interval.low)), float(np.exp(interval.high)))
 
 
+def widen(interval: tuple[float, float], band: float | None) -> tuple[float, float]:
+    """A ratio's interval widened by a noise band (the fraction two sessions of the same file
+    differ by): what rounds cannot see, between-session differences, is added on both sides."""
+    low, high = interval
+    if not band:
+        return low, high
+    return low / (1.0 + band), high * (1.0 + band)
+
+
+def band_of(interval: tuple[float, float]) -> float:
+    """The noise band a self-against-self ratio interval shows: its largest distance from 1."""
+    return max(abs(interval[0] - 1.0), abs(interval[1] - 1.0))
+
+
 def median_interval(
     values: list[float] | np.ndarray, confidence: float = 0.95, seed: int = BOOTSTRAP_SEED
 ) -> tuple[float, float]:

@@ -92,8 +92,7 @@ class OfficialRunner:
 class Target:
     """Subclass per export format; see the module docstring."""
 
-    name: ClassVar[str] = ""
-    suffix: ClassVar[str] = ""
+    name: ClassVar[str] = ""  # its file suffix is in the registry table (targets/__init__.py)
     runtime: ClassVar[str] = ""  # the on-device runtime, for messages
     recipes: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "int8", "int8-dynamic")
     frameworks: ClassVar[tuple[str, ...]] = ("torch",)

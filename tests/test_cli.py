@@ -148,17 +148,40 @@ def test_keep_float_is_recorded_in_the_manifest(capsys, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("target", "args", "message"),
     [
-        (["--fp16", "--max-drop", "1"], "--max-drop needs --int8"),
-        (["--int8", "--max-drop", "1", "--keep-float", "stem"], "chooses the float layers itself"),
-        (["--int8", "--keep-float", "block99.dw"], "block99.dw"),
+        ("onnx", ["--fp16", "--max-drop", "1"], "--max-drop needs --int8"),
+        ("onnx", ["--int8", "--max-drop", "1", "--keep-float", "stem"], "chooses the float"),
+        ("onnx", ["--int8", "--keep-float", "block99.dw"], "block99.dw"),
+        ("tflite", ["--int8", "--keep-float", "block99.dw"], "block99.dw"),
+        ("executorch", ["--int8", "--keep-float", "block99.dw"], "block99.dw"),
     ],
 )
-def test_bad_float_island_options(capsys, tmp_path, args, message):
-    result = run_cli(capsys, "export", "--target", "onnx", *args, "-o", str(tmp_path))
+def test_bad_float_island_options(capsys, tmp_path, target, args, message):
+    result = run_cli(capsys, "export", "--target", target, *args, "-o", str(tmp_path))
     assert result.code == 2 and message in result.err
-    assert not list(tmp_path.glob("*.onnx"))
+    assert not [p for p in tmp_path.iterdir() if not p.name.startswith(".edgekit-probe")]
+
+
+def test_a_failed_validation_keeps_the_file_as_rejected_and_exits_1(capsys, tmp_path):
+    """int8 of a model with an outlier channel: 3 dB of SQNR against a 12 dB tolerance."""
+    result = run_cli(
+        capsys,
+        "export",
+        "--model",
+        "damaged_models:outlier_mobilenet",
+        "--target",
+        "onnx",
+        "--int8",
+        "-o",
+        str(tmp_path),
+    )
+    assert result.code == 1 and "validation failed" in result.err
+    assert "SQNR" in result.err and "kept under the .rejected name" in result.err
+    rejected = tmp_path / "outlier_mobilenet-int8.onnx.rejected"
+    assert rejected.is_file() and not (tmp_path / "outlier_mobilenet-int8.onnx").exists()
+    manifest = json.loads((tmp_path / "outlier_mobilenet-int8.onnx.rejected.json").read_text())
+    assert manifest["validation"]["passed"] is False
 
 
 def test_quantize_debug_table(capsys, tmp_path):

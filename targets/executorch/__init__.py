@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 @register
 class ExecuTorchTarget(Target):
     name = "executorch"
-    suffix = ".pte"
     runtime = "ExecuTorch (XNNPACK delegate)"
     accelerators = (Accelerator.CPU, Accelerator.GPU)  # GPU: refused with the runtime's reason
     packages = ("executorch", "torch", "torchao")

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 @register
 class OnnxTarget(Target):
     name = "onnx"
-    suffix = ".onnx"
     runtime = "onnxruntime"
     accelerators = (Accelerator.CPU, Accelerator.GPU)
     packages = ("torch", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu")

@@ -46,7 +46,6 @@ class TFLiteTarget(Target):
     """TFLite / LiteRT: litert-torch (torch) or tf.lite (Keras), run by the LiteRT runtime."""
 
     name = "tflite"
-    suffix = ".tflite"
     runtime = "LiteRT"
     frameworks = ("torch", "keras")
     io_dtypes = ("float32", "int8")

@@ -19,7 +19,6 @@ add_target("torchscript", __name__, ".ts")
 @register
 class TorchScriptTarget(Target):
     name = "torchscript"
-    suffix = ".ts"
     runtime = "TorchScript"
     recipes = ("fp32",)
     packages = ("torch",)
