@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.edgekit-installed
 
-.PHONY: demo test install format clean
+.PHONY: demo test figures install format clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest
+
+# every figure of README.md and benchmarks/*.md, remade on this machine (about an hour)
+figures: $(STAMP)
+	$(VENV)/bin/python benchmarks/figures.py
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .

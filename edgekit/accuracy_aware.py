@@ -27,7 +27,7 @@ from edgekit.artifact import Artifact, load_artifact, manifest_path
 from edgekit.data import Dataset, Split
 from edgekit.devices import DEFAULT_DEVICE, get_device
 from edgekit.errors import ExportRejected, UserInputError
-from edgekit.fileio import write_json_atomic
+from edgekit.fileio import journal, write_json_atomic
 from edgekit.latency import NoiseGuard, Protocol
 from edgekit.source import SourceModel
 
@@ -119,6 +119,7 @@ def export_accuracy_aware(
         )
     baseline = source.predict(selection.x)
     scratch = Path(out_dir) / STEPS_DIR
+    journal(scratch)
     steps: list[Step] = []
     artifacts: list[Artifact] = []
     keep: list[str] = []

@@ -10,6 +10,7 @@ from typing import Any
 from edgekit.errors import UserInputError
 from edgekit.fileio import sha256_file
 from edgekit.results import artifact_label
+from edgekit.schema import check_fields
 
 SCHEMA_VERSION = 1
 
@@ -48,6 +49,57 @@ class Artifact:
         return int(self.manifest["file"]["size"])
 
 
+TENSOR = {
+    "name": str,
+    "shape": list[int],
+    "dtype": str,
+    "layout": str,
+    "quantization": dict[str, float] | None,
+}
+MANIFEST = {
+    "schema_version": int,
+    "target": str,
+    "recipe": str,
+    "file": {"name": str, "size": int, "sha256": str},
+    "input": TENSOR,
+    "output": TENSOR,
+    "preprocessing": dict[str, Any],
+    "class_names": list[str],
+    "source": {
+        "name": str,
+        "spec": str,
+        "digest": str,
+        "load_options": {"weights": str, "input_shape": list[int]},
+    },
+    "keep_float": list[str],
+    "coverage": dict[str, Any] | None,
+    "validation": dict[str, Any] | None,
+    "details": dict[str, Any],
+    "warnings": list[str],
+}
+REQUIRED = ("schema_version", "target", "recipe", "file", "input", "output", "preprocessing")
+
+
+def validate_manifest(manifest: Any, where: str) -> None:
+    """Every field a command reads, of its type (one line naming the field otherwise)."""
+    from edgekit.preprocess import preprocess_from_config
+
+    check_fields(manifest, MANIFEST, where, REQUIRED)
+    check_fields(manifest["file"], MANIFEST["file"], f"{where}: file", ("size", "sha256"))
+    for side in ("input", "output"):
+        check_fields(manifest[side], TENSOR, f"{where}: {side}", ("shape", "dtype"))
+    if manifest["schema_version"] > SCHEMA_VERSION or manifest["schema_version"] < 1:
+        raise UserInputError(
+            f"{where}: manifest schema {manifest['schema_version']} is not one this edgekit "
+            f"reads (1 to {SCHEMA_VERSION}); upgrade edgekit or re-export"
+        )
+    preprocess_from_config(manifest["preprocessing"], f"{where}: preprocessing")
+    for side in ("input", "output"):
+        quant = manifest[side].get("quantization")
+        if quant is not None and not {"scale", "zero_point"} <= set(quant):
+            raise UserInputError(f"{where}: {side}.quantization needs scale and zero_point")
+
+
 def load_artifact(path: str | Path, verify_digest: bool = True) -> Artifact:
     """Open an artifact's manifest; a missing manifest or a digest mismatch is a one-line error."""
     path = Path(path)
@@ -60,17 +112,17 @@ def load_artifact(path: str | Path, verify_digest: bool = True) -> Artifact:
         manifest = json.loads(mpath.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserInputError(f"{mpath}: manifest is not valid JSON ({exc})") from None
-    missing = [
-        k
-        for k in ("schema_version", "target", "recipe", "file", "input", "output")
-        if k not in manifest
-    ]
-    if missing:
-        raise UserInputError(f"{mpath}: manifest lacks {', '.join(missing)}")
-    if manifest["schema_version"] > SCHEMA_VERSION:
+    validate_manifest(manifest, str(mpath))
+    from edgekit.targets import target_names
+
+    if manifest["target"] not in target_names():
         raise UserInputError(
-            f"{mpath}: manifest schema {manifest['schema_version']} is newer than this edgekit's "
-            f"({SCHEMA_VERSION}); upgrade edgekit"
+            f"{mpath}: target '{manifest['target']}' is not one of {', '.join(target_names())}"
+        )
+    if manifest["file"]["size"] != path.stat().st_size:
+        raise UserInputError(
+            f"{path}: file does not match its manifest ({path.stat().st_size} bytes, the "
+            f"manifest says {manifest['file']['size']}); it was modified after export"
         )
     if verify_digest:
         actual = sha256_file(path)

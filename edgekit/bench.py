@@ -118,7 +118,7 @@ def bench_artifacts(
             try:
                 timers.append(where.timer(artifact, threads, sample, protocol, timeout_s))
             except EdgekitError as exc:
-                record.error = f"{type(exc).__name__}: {exc}"
+                record.error = str(exc)
                 record.runtime["error_type"] = type(exc).__name__
                 continue
             timed.append(record)

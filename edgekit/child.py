@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
+from edgekit.fileio import journal, temporary_directory
 from edgekit.latency import Block, BlockTimer
 
 ERROR_TYPES = {"DeviceUnavailable": DeviceUnavailable, "UserInputError": UserInputError}
@@ -126,8 +127,8 @@ def predict_in_child(
     crash_for_test: str | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Logits of ``x`` (NCHW float32) from the artifact, computed in an isolated child."""
-    with tempfile.TemporaryDirectory(prefix="edgekit-eval-") as tmp:
-        inputs, outputs = Path(tmp) / "x.npy", Path(tmp) / "y.npy"
+    with temporary_directory("edgekit-eval-") as tmp:
+        inputs, outputs = tmp / "x.npy", tmp / "y.npy"
         np.save(inputs, np.ascontiguousarray(x, dtype=np.float32))
         request = {
             "mode": "predict",
@@ -163,6 +164,7 @@ class WorkerTimer(BlockTimer):
     ) -> None:
         self.label = label
         self._dir = tempfile.TemporaryDirectory(prefix="edgekit-bench-")
+        journal(self._dir.name)
         request = dict(request, mode="serve", input=staged_sample(Path(self._dir.name), sample))
         self._worker = WorkerProcess(request, timeout_s, command, env)
         try:

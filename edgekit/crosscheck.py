@@ -5,11 +5,10 @@ simulation, keyed by the same torch module paths."""
 from __future__ import annotations
 
 import copy
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
+from edgekit.fileio import temporary_directory
 from edgekit.quantize.sensitivity import DebugReport
 from edgekit.source import SourceModel
 from edgekit.targets import get_target
@@ -23,8 +22,8 @@ def crosscheck_report(
     report = copy.deepcopy(report)
     x = np.ascontiguousarray(calibration[: report.samples], dtype=np.float32)
     names = [layer.name for layer in sorted(report.layers, key=lambda layer: layer.index)]
-    with tempfile.TemporaryDirectory(prefix="edgekit-qdebug-") as tmp:
-        tool, per_layer = plugin.layer_errors(source, x, names, Path(tmp))
+    with temporary_directory("edgekit-qdebug-") as tmp:
+        tool, per_layer = plugin.layer_errors(source, x, names, tmp)
     report.target = target
     report.crosscheck = tool
     for row in report.layers:

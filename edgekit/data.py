@@ -6,6 +6,7 @@ calibration half and an evaluation half; calibration never draws from the evalua
 from __future__ import annotations
 
 import hashlib
+import logging
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from edgekit.errors import UserInputError
 from edgekit.preprocess import Preprocess
 
 SPLIT_SEED = 20261130
+log = logging.getLogger("edgekit")
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
 
 
@@ -63,6 +65,7 @@ def load_dataset(spec: str, preprocess: Preprocess) -> Dataset:
     if len(labels) < 2:
         raise UserInputError(f"{spec}: dataset has {len(labels)} image(s); at least 2 are needed")
     check_labels(spec, labels, names, preprocess)
+    check_images(spec, images, preprocess, quiet=spec == "digits")
     try:
         x = preprocess.apply(images)
     except ValueError as exc:
@@ -90,6 +93,38 @@ def check_labels(spec: str, labels: np.ndarray, names: tuple[str, ...], pre: Pre
         raise UserInputError(
             f"{spec}: labels out of range: found {int(labels.min())}..{int(labels.max())}, "
             f"the model has classes 0..{pre.num_classes - 1}"
+        )
+
+
+def check_images(spec: str, images: np.ndarray, pre: Preprocess, quiet: bool = False) -> None:
+    """(N, H, W, C) images against the model: NaN/inf is an error naming the data; a channel
+    count that cannot be converted is an error; a resize or a grey/RGB conversion is a warning
+    (built-in datasets are resized by design and stay quiet)."""
+    finite = np.isfinite(images)
+    if not finite.all():
+        bad = int(np.size(finite) - np.count_nonzero(finite))
+        first = tuple(int(i) for i in np.argwhere(~finite)[0])
+        raise UserInputError(
+            f"{spec}: the images hold {bad} NaN or infinite value(s) (first at index {first}); "
+            "fix the data, the model is not at fault"
+        )
+    have = images.shape[-1]
+    if have != pre.channels and not {have, pre.channels} <= {1, 3}:
+        raise UserInputError(
+            f"{spec}: images have {have} channel(s), the model takes {pre.channels}; edgekit "
+            "converts only between grey (1) and RGB (3)"
+        )
+    if quiet:
+        return
+    if have != pre.channels:
+        how = "replicated to RGB" if have == 1 else "converted to grey (luma)"
+        log.warning(f"{spec}: {have}-channel images {how} for a {pre.channels}-channel model")
+    size = tuple(images.shape[1:3])
+    if size != tuple(pre.input_size):
+        factor = max(pre.input_size[0] / size[0], pre.input_size[1] / size[1])
+        log.warning(
+            f"{spec}: images resized from {size[0]}x{size[1]} to "
+            f"{pre.input_size[0]}x{pre.input_size[1]} (bilinear, x{factor:.2g}) for the model"
         )
 
 
@@ -170,13 +205,15 @@ def _npz(path: Path, pre: Preprocess) -> tuple[np.ndarray, np.ndarray, tuple[str
             )
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise UserInputError(f"{path}: not a readable .npz file ({exc})") from None
-    if x.ndim not in (3, 4) or len(x) != len(y) or y.ndim != 1:
+    if y.ndim != 1 or x.ndim not in (3, 4) or len(x) != len(y) or 0 in x.shape[1:]:
         raise UserInputError(
             f"{path}: expected x of shape (N,H,W[,C]) and y of shape (N,), "
             f"got {x.shape} and {y.shape}"
         )
     if not np.issubdtype(y.dtype, np.integer):
         raise UserInputError(f"{path}: labels 'y' must be integers, got {y.dtype}")
+    if not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
+        raise UserInputError(f"{path}: images 'x' must be numbers, got {x.dtype}")
     if x.ndim == 3:
         x = x[..., None]
     elif x.shape[1] in (1, 3) and x.shape[-1] not in (1, 3):

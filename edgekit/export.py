@@ -6,6 +6,7 @@ then is it renamed into place (or to ``<name>.rejected`` when validation fails).
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,9 +18,10 @@ import numpy as np
 from edgekit.artifact import SCHEMA_VERSION, Artifact, manifest_path
 from edgekit.data import Dataset
 from edgekit.errors import ExportRejected, UnsupportedExport, UserInputError
-from edgekit.fileio import ensure_writable_dir, sha256_file, write_json_atomic
+from edgekit.fileio import ensure_writable_dir, journal, sha256_file, write_json_atomic
 from edgekit.machine import fingerprint
 from edgekit.metrics import compare_outputs
+from edgekit.native import quiet_native
 from edgekit.quantize.calibration import DEFAULT_SAMPLES, CalibrationSet, sample_calibration
 from edgekit.quantize.recipes import get_recipe
 from edgekit.results import io_suffix
@@ -84,6 +86,7 @@ def export_artifact(
     out_dir = ensure_writable_dir(Path(out_dir))
     final = out_dir / artifact_name(source, target, recipe, io_dtype)
     partial = out_dir / f".{final.name}.partial"
+    journal(partial)
     request = ExportRequest(
         source=source,
         recipe=recipe,
@@ -92,6 +95,7 @@ def export_artifact(
         io_dtype=io_dtype,
         keep_float=keep_float,
     )
+    check_space(out_dir, source)
     try:
         info = plugin.export(request)
         if not partial.is_file():
@@ -121,6 +125,19 @@ def export_artifact(
             f"{figures['max_abs_diff']:.3g}; kept under the .rejected name"
         )
     return ExportResult(Artifact(final, manifest), time.perf_counter() - started, warnings)
+
+
+def check_space(out_dir: Path, source: SourceModel) -> None:
+    """Refuse before converting when the folder cannot hold the artifact and its scratch files:
+    a converter that runs out of space may end the whole process (LLVM's fatal error handler
+    exits), so the check comes first."""
+    need = max(16 << 20, 4 * source.weight_bytes())
+    free = shutil.disk_usage(out_dir).free
+    if free < need:
+        raise UserInputError(
+            f"{out_dir}: {free / 2**20:.1f} MB free, the export needs about {need / 2**20:.0f} MB "
+            "(the artifact and the converter's scratch files)"
+        )
 
 
 def _manifest(
@@ -158,7 +175,8 @@ def _manifest(
 def _validate(
     plugin: Any, path: Path, manifest: dict, source: SourceModel, x: np.ndarray, spec: Any
 ) -> dict[str, Any]:
-    session = plugin.open(path, manifest, Accelerator.CPU, threads=1)
+    with quiet_native():  # the runtimes log their CPU probing and threadpool size on fd 2
+        session = plugin.open(path, manifest, Accelerator.CPU, threads=1)
     try:
         outputs = session.predict(x)
     finally:

@@ -22,6 +22,26 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+JOURNAL_ENV = "EDGEKIT_TEMP_JOURNAL"
+
+
+def journal(path: Path | str) -> None:
+    """Record a temporary path the command creates, so that the supervisor can remove it when
+    the command is killed before its own cleanup runs (``edgekit.supervise``)."""
+    target = os.environ.get(JOURNAL_ENV)
+    if target:
+        with contextlib.suppress(OSError), open(target, "a") as handle:
+            handle.write(f"{Path(path).resolve()}\n")
+
+
+@contextlib.contextmanager
+def temporary_directory(prefix: str = "edgekit-", directory: Path | None = None) -> Iterator[Path]:
+    """A temporary directory, journalled, removed when the block ends."""
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=directory) as name:
+        journal(name)
+        yield Path(name)
+
+
 def ensure_writable_dir(directory: Path) -> Path:
     """Create ``directory`` if needed and prove we can write there, or raise a one-line error."""
     try:
@@ -41,6 +61,7 @@ def atomic_path(final: Path) -> Iterator[Path]:
     fd, tmp_name = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp")
     os.close(fd)
     tmp = Path(tmp_name)
+    journal(tmp)
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the final file gets the usual mode

@@ -126,9 +126,11 @@ def differing_fields(first: dict[str, Any] | None, second: dict[str, Any] | None
 
 def describe(payload: dict[str, Any] | None) -> str:
     """One line: ``Intel(R) Xeon(R) Processor (GenuineIntel; avx2 ... amx_int8), 2 cores, KVM``."""
-    if not payload:
+    if not isinstance(payload, dict) or not payload:
         return "unknown machine"
-    isa = " ".join(payload.get("isa") or []) or "no listed ISA extensions"
+    features = payload.get("isa")
+    features = features if isinstance(features, list) else []
+    isa = " ".join(str(feature) for feature in features) or "no listed ISA extensions"
     vm = f", VM ({payload['hypervisor']})" if payload.get("hypervisor") else ""
     return (
         f"{payload.get('cpu_model')} ({payload.get('cpu_vendor')}; {isa}), "

@@ -22,7 +22,7 @@ from edgekit.data import Dataset, load_dataset
 from edgekit.devices import get_device
 from edgekit.errors import DeviceUnavailable, EdgekitError
 from edgekit.export import export_artifact
-from edgekit.fileio import write_json_atomic
+from edgekit.fileio import journal, write_json_atomic
 from edgekit.latency import LatencyRecord, NoiseGuard, Protocol
 from edgekit.machine import fingerprint
 from edgekit.models import load_model
@@ -71,6 +71,7 @@ def run_matrix(
         raise EdgekitError(f"{final}: a run directory of that name exists already")
     partial = final.with_name(f".{final.name}.partial")
     (partial / "artifacts").mkdir(parents=True)
+    journal(partial)
     try:
         results = _measure(config, source, dataset, partial, final.name, created, say)
         write_json_atomic(partial / "results.json", results.to_dict())

@@ -13,7 +13,6 @@ import hashlib
 import importlib
 import pickle
 import sys
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +112,7 @@ def _load_state_dict(module: Any, path: Path) -> None:
             f"{path}: refused to load: the file holds objects that would run code on load "
             f"(weights_only=True: {first[:160]})"
         ) from None
-    except (RuntimeError, OSError, EOFError, zipfile.BadZipFile) as exc:
+    except Exception as exc:  # torch's unpickler raises whatever the bytes provoke
         raise UserInputError(
             f"{path}: not a readable torch state dict ({first_line(exc)})"
         ) from None
@@ -134,8 +133,11 @@ def _load_exported_program(path: Path) -> SourceModel:
 
     if not path.is_file():
         raise UserInputError(f"{path}: model file not found")
+    from edgekit.native import quiet_python
+
     try:
-        program = torch.export.load(str(path))
+        with quiet_python(loggers=("torch.export",)):  # it logs the whole traceback first
+            program = torch.export.load(str(path))
     except Exception as exc:
         raise UserInputError(
             f"{path}: not a loadable ExportedProgram ({first_line(exc)})"

@@ -3,7 +3,7 @@ normalisation, layout and class names. Datasets are turned into model inputs wit
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -52,16 +52,15 @@ class Preprocess:
         return payload
 
     @classmethod
-    def from_dict(cls, payload: dict[str, Any]) -> Preprocess:
-        return cls(
-            input_size=tuple(payload["input_size"]),
-            channels=int(payload["channels"]),
-            mean=tuple(payload["mean"]),
-            std=tuple(payload["std"]),
-            class_names=tuple(payload["class_names"]),
-            layout=payload.get("layout", "NCHW"),
-            notes=dict(payload.get("notes", {})),
-        )
+    def from_dict(
+        cls, payload: dict[str, Any], where: str = "manifest preprocessing"
+    ) -> Preprocess:
+        """A recorded preprocessing config, every field checked (one line naming a bad one)."""
+        checked = preprocess_from_config(payload, where)
+        notes = payload.get("notes")
+        if isinstance(notes, dict):
+            checked = replace(checked, notes=dict(notes))
+        return checked
 
 
 def to_channels(images: np.ndarray, channels: int) -> np.ndarray:

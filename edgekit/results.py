@@ -5,11 +5,13 @@ row's label is made."""
 from __future__ import annotations
 
 import json
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from edgekit.errors import UserInputError
+from edgekit.schema import check_fields, matches, type_name
 
 RESULTS_SCHEMA_VERSION = 2
 INTEGER_IO = ("int8", "uint8")
@@ -40,9 +42,9 @@ class Row:
     kind: str  # baseline | artifact
     target: str  # "baseline" for the baseline row
     recipe: str
-    device: str | None
-    threads: int | None
     status: str  # ok | failed | unavailable
+    device: str | None = None
+    threads: int | None = None
     stage: str = "run"  # export | run
     error: str | None = None
     model: str | None = None
@@ -72,7 +74,7 @@ class Row:
     export_warnings: list[str] = field(default_factory=list)
     accuracy_aware: dict[str, Any] | None = None
     speedup: float | None = None
-    speedup_ci: list[float] | None = None
+    speedup_ci: tuple[float, float] | None = None  # a list in JSON
     noise_band: float | None = None  # two sessions of one file differ by up to this fraction
     gflops: float | None = None
     peak_fraction: float | None = None
@@ -149,6 +151,90 @@ class Results:
 
 
 REQUIRED_ROW_FIELDS = ("kind", "target", "recipe", "status")
+ACCURACY = {
+    "samples": int,
+    "top1": float,
+    "baseline_top1": float,
+    "drop_points": float,
+    "drop_ci": tuple[float, float],
+    "agreement": float,
+    "sqnr_db": float | None,
+    "max_abs_diff": float,
+    "mean_abs_diff": float,
+    "mcnemar": dict[str, float],
+    "top5": float | None,
+    "changed_classes": list[dict[str, Any]],
+    "versus_host": {
+        "max_abs_diff": float,
+        "mean_abs_diff": float,
+        "argmax_agreement": float,
+        "outputs_differing": int,
+        "outputs": int,
+    },
+}
+COVERAGE = {
+    "total_ops": int,
+    "fast_ops": int,
+    "fallback_ops": list[str],
+    "transposes": int,
+    "int8_ops": int | None,
+    "compute_ops": int | None,
+    "int8_fraction": float | None,
+    "summary": str,
+}
+RUN = {
+    "id": str,
+    "name": str,
+    "created": str,
+    "model": {"spec": str, "name": str, "digest": str, "macs": int | None},
+    "data": {"spec": str, "digest": str, "evaluation_samples": int},
+    "config": {"max_drop": float, "point_estimate": bool},
+    "machine": dict[str, Any],
+    "peaks": dict[str, dict[str, float]],
+}
+AWARE = {
+    "max_drop_points": float,
+    "within_budget": bool,
+    "chosen_step": int,
+    "steps": list[dict[str, Any]],
+    "evaluation": {"drop_points": float, "drop_ci": tuple[float, float], "samples": int},
+}
+STEP = {
+    "step": int,
+    "keep_float": list[str],
+    "drop_points": float,
+    "drop_ci": tuple[float, float],
+    "int8_fraction": float | None,
+    "p50_ms": float | None,
+    "ratio_to_first": float | None,
+    "ratio_ci": tuple[float, float] | None,
+}
+ROW_TYPES = typing.get_type_hints(Row)
+
+
+def check_row(entry: Any, where: str) -> Row:
+    """A results.json row, every field of its type, nested figures included."""
+    if not isinstance(entry, dict) or any(key not in entry for key in REQUIRED_ROW_FIELDS):
+        raise UserInputError(f"{where}: not a result row (needs {', '.join(REQUIRED_ROW_FIELDS)})")
+    for key, value in entry.items():
+        kind = ROW_TYPES.get(key)
+        if kind is not None and not matches(value, kind):
+            raise UserInputError(f"{where}.{key}: must be {type_name(kind)}, got {value!r:.60}")
+    if entry.get("accuracy"):
+        check_fields(entry["accuracy"], ACCURACY, f"{where}.accuracy", ("drop_points", "drop_ci"))
+    if entry.get("coverage"):
+        check_fields(entry["coverage"], COVERAGE, f"{where}.coverage", ("total_ops", "fast_ops"))
+    versus = (entry.get("accuracy") or {}).get("versus_host")
+    if versus:
+        check_fields(versus, ACCURACY["versus_host"], f"{where}.accuracy.versus_host",
+                     tuple(ACCURACY["versus_host"]))  # fmt: skip
+    if entry.get("accuracy_aware") is not None:
+        aware = entry["accuracy_aware"]
+        check_fields(aware, AWARE, f"{where}.accuracy_aware", tuple(AWARE)[:4])
+        for index, step in enumerate(aware["steps"]):
+            check_fields(step, STEP, f"{where}.accuracy_aware.steps[{index}]",
+                         ("step", "keep_float", "drop_points", "drop_ci"))  # fmt: skip
+    return Row.from_dict(entry)
 
 
 def load_results(run_dir: Path) -> Results:
@@ -168,16 +254,10 @@ def load_results(run_dir: Path) -> Results:
             f"{path}: results schema {version!r} is not one this edgekit reads "
             f"(2 to {RESULTS_SCHEMA_VERSION}; re-run edgekit run)"
         )
-    if not isinstance(payload["run"], dict) or not isinstance(payload["rows"], list):
-        raise UserInputError(f"{path}: 'run' must be an object and 'rows' a list")
-    rows = []
-    for index, entry in enumerate(payload["rows"]):
-        if not isinstance(entry, dict) or any(key not in entry for key in REQUIRED_ROW_FIELDS):
-            raise UserInputError(
-                f"{path}: row {index} is not a result row (needs {', '.join(REQUIRED_ROW_FIELDS)})"
-            )
-        try:
-            rows.append(Row.from_dict(entry))
-        except TypeError as exc:
-            raise UserInputError(f"{path}: row {index}: {exc}") from None
+    if not isinstance(payload["rows"], list):
+        raise UserInputError(f"{path}: 'rows' must be a list")
+    check_fields(payload["run"], RUN, f"{path}: run", ("id", "model", "data", "config"))
+    rows = [
+        check_row(entry, f"{path}: rows[{index}]") for index, entry in enumerate(payload["rows"])
+    ]
     return Results(payload["run"], rows, version)

@@ -4,7 +4,6 @@ against the types below (a wrong type or an unknown key is one line naming the f
 from __future__ import annotations
 
 import tomllib
-import types
 import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 from edgekit.devices import DEFAULT_DEVICES, parse_devices
 from edgekit.errors import UserInputError
+from edgekit.schema import matches, type_name
 from edgekit.targets import target_names
 
 
@@ -83,25 +83,6 @@ class RunConfig:
         return "\n".join(lines) + "\n"
 
 
-def _matches(value: Any, kind: Any) -> bool:
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
-        return any(_matches(value, arg) for arg in args)
-    if kind is type(None):
-        return value is None
-    if origin is list:
-        return isinstance(value, list) and all(_matches(item, args[0]) for item in value)
-    if kind is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, kind)
-
-
-def _type_name(kind: Any) -> str:
-    return str(kind).replace("typing.", "").replace("<class '", "").replace("'>", "")
-
-
 def checked(section: dict[str, Any], path: Path) -> dict[str, Any]:
     """``section`` with every key known and every value of its field's type."""
     hints = typing.get_type_hints(RunConfig)
@@ -110,8 +91,8 @@ def checked(section: dict[str, Any], path: Path) -> dict[str, Any]:
     if unknown:
         raise UserInputError(f"{path}: unknown option(s) {', '.join(unknown)} under [run]")
     for key, value in section.items():
-        if not _matches(value, hints[key]):
-            raise UserInputError(f"{path}: '{key}' must be {_type_name(hints[key])}, got {value!r}")
+        if not matches(value, hints[key]):
+            raise UserInputError(f"{path}: '{key}' must be {type_name(hints[key])}, got {value!r}")
     return {key: float(v) if hints[key] is float else v for key, v in section.items()}
 
 

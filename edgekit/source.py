@@ -53,6 +53,14 @@ class SourceModel:
             return np.asarray(self.module(chunk, training=False))
         return np.asarray(self.module(chunk))  # a callable (the onnx source's session)
 
+    def weight_bytes(self) -> int:
+        """Bytes of the model's weights (0 where the framework does not say)."""
+        if self.framework == "torch":
+            return sum(p.numel() * p.element_size() for p in self.module.state_dict().values())
+        if self.framework == "keras":
+            return int(self.module.count_params()) * 4
+        return 0
+
     def to_manifest(self) -> dict[str, Any]:
         return {
             "name": self.name,

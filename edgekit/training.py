@@ -25,7 +25,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ import numpy as np
 
 from edgekit.cache import cache_dir
 from edgekit.errors import EdgekitError
-from edgekit.fileio import atomic_path
+from edgekit.fileio import atomic_path, temporary_directory
 
 if TYPE_CHECKING:
     from edgekit.zoo import ZooEntry
@@ -129,8 +128,8 @@ def train_module(
     """Train a fresh module without touching the cache (tests use this for determinism)."""
     import torch
 
-    with tempfile.TemporaryDirectory(prefix="edgekit-train-") as tmp:
-        path = Path(tmp) / "state.pt"
+    with temporary_directory("edgekit-train-") as tmp:
+        path = tmp / "state.pt"
         train_in_child(entry, recipe, path, host_env=host_env, pinned=pinned)
         state = torch.load(path, map_location="cpu", weights_only=True)
     module = entry.build()

@@ -6,6 +6,8 @@ a validation or a measurement failed, 2 bad input or a missing device, 130 inter
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sys
 import warnings
@@ -22,9 +24,51 @@ from edgekit.errors import EdgekitError
 __all__ = ["app", "main"]
 
 
+def _click_classes(name: str) -> tuple[type, ...]:
+    """``name`` from click and from the copy of click typer vendors (typer >= 0.20 raises its
+    own), so a bad option value is one line whichever raised it."""
+    import importlib
+
+    found = []
+    for module in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+CLICK_ERRORS = _click_classes("ClickException")
+CLICK_ABORTS = _click_classes("Abort")
+
+
+class _OneLine(logging.Handler):
+    """edgekit's warnings (``logging.getLogger("edgekit")``) as one stderr line each."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err_console.print(f"edgekit: warning: {record.getMessage()}", markup=False,
+                          highlight=False, soft_wrap=True)  # fmt: skip
+
+
+def _mark_finished() -> None:
+    """Tell the supervisor the command ended by itself (it said what it had to say)."""
+    journal = os.environ.get("EDGEKIT_TEMP_JOURNAL")
+    if journal:
+        with contextlib.suppress(OSError), open(journal, "a") as handle:
+            handle.write("#finished\n")
+
+
+def _finish(code: int) -> None:
+    _mark_finished()
+    sys.exit(code)
+
+
 def main() -> None:
     """Entry point: run the app, turning edgekit's errors into one line and an exit code."""
-    import click
+    logger = logging.getLogger("edgekit")
+    if not any(isinstance(h, _OneLine) for h in logger.handlers):
+        logger.addHandler(_OneLine())
+        logger.propagate = False
 
     debug = "--debug" in sys.argv[1:]
     if debug:
@@ -35,17 +79,25 @@ def main() -> None:
         code = typer.main.get_command(app).main(standalone_mode=False, prog_name="edgekit")
     except EdgekitError as exc:
         if debug:
+            _mark_finished()
             raise
         err_console.print(f"edgekit: error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        hint = f" (see 'edgekit {exc.ctx.info_name} --help')" if getattr(exc, "ctx", None) else ""
-        if exc.ctx is not None and exc.ctx.parent is not None:
-            hint = f" (see '{exc.ctx.command_path} --help')"
-        err_console.print(f"edgekit: error: {exc.format_message()}{hint}", markup=False,
+        _finish(exc.exit_code)
+    except CLICK_ERRORS as exc:
+        context = getattr(exc, "ctx", None)
+        path = context.command_path if context is not None else "edgekit"
+        err_console.print(f"edgekit: error: {exc.format_message()} (see '{path} --help')",
+                          markup=False, highlight=False, soft_wrap=True)  # fmt: skip
+        _finish(exc.exit_code)
+    except OSError as exc:  # a full disk, a read-only folder: the system's words and the file
+        if debug:
+            _mark_finished()
+            raise
+        where = exc.filename or "edgekit"
+        err_console.print(f"edgekit: error: {where}: {exc.strerror or exc}", markup=False,
                           highlight=False, soft_wrap=True)  # fmt: skip
-        sys.exit(exc.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+        _finish(2)
+    except (*CLICK_ABORTS, KeyboardInterrupt):
         err_console.print("edgekit: interrupted", markup=False, highlight=False)
-        sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
+        _finish(130)
+    _finish(code if isinstance(code, int) else 0)

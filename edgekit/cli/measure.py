@@ -118,7 +118,7 @@ def _bench_exit(records: list) -> None:
 
     broken = [r for r in records if r.runtime.get("error_type") == "UserInputError"]
     if broken:
-        raise UserInputError(f"{broken[0].artifact}: {broken[0].error}")
+        raise UserInputError(str(broken[0].error))
     missing = [r for r in records if r.status == "unavailable"]
     if missing:
         raise DeviceUnavailable(f"{missing[0].artifact} on {missing[0].device}: {missing[0].error}")

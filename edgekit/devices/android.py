@@ -204,8 +204,8 @@ class AndroidDevice(Device):
 
     def unavailable_reason(self, artifact: Any) -> str | None:
         try:
-            runner_path(artifact.target)
             choose_device(self.settings.get("serial"))
+            runner_path(artifact.target)
         except DeviceUnavailable as exc:
             return str(exc)
         return None

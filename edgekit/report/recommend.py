@@ -105,6 +105,8 @@ def _why_not(row: Row, max_drop: float, point_estimate: bool) -> str | None:
         return f"{row.status}: {row.error}"
     if not row.accuracy:
         return "no accuracy figure"
+    if row.p50 is None:
+        return "no latency figure"
     if not row.latency_comparable:
         return f"{row.traits.get('note') or 'its latency is not comparable'}"
     if row.traits.get("where") == "server":

@@ -71,7 +71,7 @@ def accuracy_aware_lines(results: Results) -> list[str]:
             ratio = step.get("ratio_to_first")
             latency = step.get("p50_ms")
             cost = ""
-            if ratio is not None and step["step"]:
+            if ratio is not None and step["step"] and step.get("ratio_ci"):
                 r_low, r_high = step["ratio_ci"]
                 cost = f", {ratio:.2f}x [{r_low:.2f}, {r_high:.2f}] step 0's latency"
             lines.append(
@@ -152,7 +152,8 @@ def table_rows(results: Results) -> list[list[str]]:
 
 def machine_line(run: dict[str, Any]) -> str:
     peaks = ", ".join(
-        f"{threads} thr: fp32 {p['fp32_gflops']:.0f} GFLOP/s, int8 {p['int8_gops']:.0f} GOP/s"
+        f"{threads} thr: fp32 {p.get('fp32_gflops', 0):.0f} GFLOP/s, "
+        f"int8 {p.get('int8_gops', 0):.0f} GOP/s"
         for threads, p in run.get("peaks", {}).items()
     )
     machine = run.get("machine") or {}

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import tempfile
 from collections import Counter
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from edgekit.fileio import temporary_directory
 from edgekit.targets.base import Coverage
 
 XNNPACK_BACKEND = "XnnpackBackend"
@@ -134,8 +134,8 @@ def _xnnpack_graph(payload: bytes | None) -> dict[str, Any] | None:
         .joinpath("schema.fbs")
         .read_bytes()
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
+    with temporary_directory("edgekit-xnngraph-") as folder:
+        tmp = str(folder)
         (folder / "schema.fbs").write_bytes(schema)
         (folder / "graph.bin").write_bytes(flatbuffer)
         command = [_get_flatc_path(), "--json", "--strict-json", "--defaults-json"]

@@ -5,10 +5,10 @@ per-layer error (``layer_errors``) and the phone's onnxruntime_perf_test (``andr
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgekit.fileio import temporary_directory
 from edgekit.targets import register
 from edgekit.targets.base import (
     Accelerator,
@@ -44,8 +44,7 @@ class OnnxTarget(Target):
         source = request.source
         details: dict[str, Any] = {"recipe": request.recipe}
         warn: list[str] = []
-        with tempfile.TemporaryDirectory(prefix=".onnx-", dir=request.output.parent) as tmp:
-            work = Path(tmp)
+        with temporary_directory(".onnx-", request.output.parent) as work:
             fp32 = work / "fp32.onnx"
             details.update(export_fp32(source, fp32))
             if details.get("fallback_reason"):

@@ -4,7 +4,6 @@ is placed, from one profiled inference of a session that saves its optimized mod
 from __future__ import annotations
 
 import json
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from edgekit.fileio import temporary_directory
 from edgekit.targets.base import Coverage
 from edgekit.targets.onnx.session import create_session, providers, session_options
 from edgekit.targets.session import Accelerator
@@ -54,8 +54,8 @@ def coverage(path: Path, manifest: dict[str, Any]) -> Coverage:
     chosen = providers(Accelerator.CPU)
     file_graph = onnx.load(str(path), load_external_data=False).graph
     file_ops = Counter(node.op_type for node in file_graph.node)
-    with tempfile.TemporaryDirectory(prefix=".onnx-coverage-") as tmp:
-        runtime = _runtime_graph(path, chosen, Path(tmp))
+    with temporary_directory("edgekit-onnx-coverage-") as tmp:
+        runtime = _runtime_graph(path, chosen, tmp)
     wanted = chosen[0]
     fast, fallback = 0, Counter()
     for node in runtime.nodes:

@@ -9,11 +9,11 @@ fast path, ``keep_float`` the float islands, ``layer_errors`` LiteRT's own per-l
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgekit.errors import UnsupportedExport, UserInputError, first_line
+from edgekit.fileio import temporary_directory
 from edgekit.native import quiet_native, quiet_python
 from edgekit.targets import register
 from edgekit.targets.base import (
@@ -96,8 +96,8 @@ class TFLiteTarget(Target):
             )
         output = Path(request.output)
         output.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=output.parent, prefix=".tflite-") as scratch:
-            converted = self._convert(request, Path(scratch), torch_source)
+        with temporary_directory(".tflite-", output.parent) as scratch:
+            converted = self._convert(request, scratch, torch_source)
             os.replace(converted.file, output)
         inputs, outputs = tensor_specs(make_interpreter(output, xnnpack=False), converted.layout)
         ops = graph_ops(output)

@@ -31,7 +31,7 @@ import numpy as np
 
 from edgekit.errors import UnsupportedExport, first_line
 from edgekit.targets.base import ExportRequest
-from edgekit.targets.tflite.converted import Converted, version
+from edgekit.targets.tflite.converted import Converted, no_progress_bars, version
 from edgekit.targets.tflite.flatbuffer import add_float_io
 
 
@@ -55,7 +55,8 @@ def aeq_quantize(float_model: Path, destination: Path, recipe: str) -> str:
         name, quant_recipe = "weight_only float_casting 16-bit", manager.get_quantization_recipe()
     quantizer = aeq.Quantizer(str(float_model))
     quantizer.load_quantization_recipe(quant_recipe)
-    result = quantizer.quantize(enable_progress_bar=False, enable_progress_report=False)
+    with no_progress_bars():
+        result = quantizer.quantize(enable_progress_bar=False, enable_progress_report=False)
     destination.write_bytes(bytes(result.quantized_model))
     return f"ai-edge-quantizer {version('ai-edge-quantizer')} {name}"
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -21,3 +23,20 @@ class Converted:
     layout: str  # of the file's input tensor
     details: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """ai-edge-quantizer's calibration draws a tqdm bar on stderr for models over 100 ops."""
+    from ai_edge_quantizer.utils import progress_utils
+
+    original = progress_utils.tqdm.tqdm
+
+    def silent(*args: Any, **kwargs: Any) -> Any:
+        return original(*args, **{**kwargs, "disable": True})
+
+    progress_utils.tqdm.tqdm = silent
+    try:
+        yield
+    finally:
+        progress_utils.tqdm.tqdm = original

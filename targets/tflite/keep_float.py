@@ -6,10 +6,9 @@ nothing in ai-edge-quantizer). ``details["float_ops"]`` lists what stayed float.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import numpy as np
 
 from edgekit.errors import UnsupportedExport, UserInputError
 from edgekit.targets.base import ExportRequest
-from edgekit.targets.tflite.converted import Converted, version
+from edgekit.targets.tflite.converted import Converted, no_progress_bars, version
 from edgekit.targets.tflite.flatbuffer import add_float_io, graph_ops
 
 INTEGER_TYPES = ("int8", "uint8", "int16")
@@ -80,23 +79,6 @@ def signature_input(path: Path) -> tuple[str, str]:
     signatures = interpreter.get_signature_list()
     name = next(iter(signatures))
     return name, signatures[name]["inputs"][0]
-
-
-@contextlib.contextmanager
-def no_progress_bars() -> Iterator[None]:
-    """ai-edge-quantizer's calibration draws a tqdm bar on stderr for models over 100 ops."""
-    from ai_edge_quantizer.utils import progress_utils
-
-    original = progress_utils.tqdm.tqdm
-
-    def silent(*args: Any, **kwargs: Any) -> Any:
-        return original(*args, **{**kwargs, "disable": True})
-
-    progress_utils.tqdm.tqdm = silent
-    try:
-        yield
-    finally:
-        progress_utils.tqdm.tqdm = original
 
 
 def static_keep_float(

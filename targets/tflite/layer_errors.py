@@ -13,7 +13,8 @@ import numpy as np
 
 from edgekit.native import quiet_native, quiet_python
 from edgekit.targets.base import ExportRequest
-from edgekit.targets.tflite.keep_float import module_regex, no_progress_bars, signature_input
+from edgekit.targets.tflite.converted import no_progress_bars
+from edgekit.targets.tflite.keep_float import module_regex, signature_input
 
 if TYPE_CHECKING:
     from edgekit.source import SourceModel

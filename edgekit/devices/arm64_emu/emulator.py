@@ -17,6 +17,7 @@ from typing import Any
 
 from edgekit.cache import cache_dir
 from edgekit.errors import DeviceUnavailable, UserInputError
+from edgekit.fileio import journal
 
 MIN_QEMU = (10, 0)
 
@@ -308,7 +309,9 @@ def guest_command(
 
 
 def scratch_dir() -> tempfile.TemporaryDirectory:
-    return tempfile.TemporaryDirectory(prefix="edgekit-arm64-")
+    directory = tempfile.TemporaryDirectory(prefix="edgekit-arm64-")
+    journal(directory.name)
+    return directory
 
 
 def request_for(artifact: Any, session_module: str, threads: int, options: dict) -> dict:

@@ -25,7 +25,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,6 +44,7 @@ from edgekit.devices.arm64_emu.emulator import (
     qemu_version,
 )
 from edgekit.errors import DeviceUnavailable
+from edgekit.fileio import temporary_directory
 
 USERLAND_LIBS = ("libstdc++6", "libgcc-s1", "zlib1g", "libatomic1")
 PLATFORMS = (
@@ -170,7 +170,7 @@ def _setup_qemu(root: Path, say: Progress) -> Path:
     say(f"qemu: apt-get update (bookworm-backports from {mirror})")
     _run_step(["apt-get", "update", "-q"], f"apt-get update of bookworm-backports ({mirror})", env)
     say("qemu: downloading qemu-user from bookworm-backports")
-    with tempfile.TemporaryDirectory(dir=root) as tmp:
+    with temporary_directory("download-", root) as tmp:
         _run_step(
             ["sh", "-c", f"cd {tmp} && apt-get download -q qemu-user"],
             "apt-get download qemu-user",

@@ -1,0 +1,216 @@
+"""Every figure the README shows, made by one command (``make figures``): each block between
+``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->`` in README.md is rewritten from what a
+command printed on this machine, and ends with the machine that made it. The benchmark tables
+(benchmarks/*.md) are written by their own scripts, which this runs first.
+
+    .venv/bin/python benchmarks/figures.py [--only export,arm64,...] [--skip-benchmarks]
+
+Run it on a quiet machine; it takes about an hour on 2 cores."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from common import HERE
+
+from edgekit.machine import describe, fingerprint
+from edgekit.targets import runtime_versions
+
+ROOT = HERE.parent
+README = ROOT / "README.md"
+EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
+TESTS = ROOT / "tests"
+
+
+def edgekit(*args: str, cwd: Path | None = None, json_out: bool = True) -> object:
+    command = [EDGEKIT, *args, *(["--json"] if json_out else [])]
+    env = {"PYTHONPATH": str(TESTS), "COLUMNS": "200"}
+    done = subprocess.run(command, capture_output=True, text=True, cwd=cwd,
+                          env={**__import__("os").environ, **env})  # fmt: skip
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(command)} failed: {done.stderr[-600:]}")
+    return json.loads(done.stdout) if json_out else done.stdout
+
+
+def provenance() -> str:
+    facts = fingerprint(versions=runtime_versions())
+    when = datetime.now(UTC).strftime("%Y-%m-%d")
+    return (
+        f"_Made by `make figures` on {when} on {describe(facts)} (fingerprint "
+        f"`{facts['id']}`); other machines give other figures: `make figures` makes yours._"
+    )
+
+
+def block_accuracy() -> list[str]:
+    result = edgekit("eval")
+    return [f"`digits-mobilenet` reaches {100 * result['top1']:.2f} % top-1 on the evaluation "
+            f"split of {result['samples']} images (`edgekit eval`; weights "
+            f"`{result['digest'][:12]}`, the same on any x86-64 CPU)."]  # fmt: skip
+
+
+def block_export(work: Path) -> list[str]:
+    exported = edgekit("export", "--target", "all", "--recipe", "all", "-o", str(work / "all"))
+    lines = ["| artifact | size | SQNR dB | agreement | max \\|diff\\| | fast path | int8 ops |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for entry in exported["artifacts"]:
+        figures, coverage = entry["validation"], entry["coverage"]
+        io = "-io8" if entry["input"]["dtype"] in ("int8", "uint8") else ""
+        int8 = coverage.get("int8_fraction")
+        lines.append(
+            f"| {entry['target']}/{entry['recipe']}{io} | {entry['file']['size'] / 1024:.0f} KB | "
+            f"{figures['sqnr_db']:.1f} | {figures['top1_agreement']:.3f} | "
+            f"{figures['max_abs_diff']:.2g} | {coverage['fast_ops']}/{coverage['total_ops']} | "
+            f"{'' if int8 is None else f'{100 * int8:.0f} %'} |"
+        )
+    return lines
+
+
+def block_arm64(work: Path) -> list[str]:
+    folder = work / "all"
+    lines = ["| artifact | kernels | max \\|ARM - x86\\| | argmax agreement | outputs that differ |"
+             " top-1 on ARM (baseline) |", "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    runs = [([str(folder / f"digits-mobilenet-{r}.{s}") for s in ("tflite", "onnx", "pte")
+              for r in ("fp32", "int8")], []),
+            ([str(folder / f"digits-mobilenet-{r}.tflite") for r in ("fp32", "int8")],
+             ["--no-xnnpack"])]  # fmt: skip
+    for paths, extra in runs:
+        for record in edgekit("eval", *paths, "--device", "arm64-emu", *extra):
+            versus = record["versus_host"]
+            exact = " (bit-exact)" if versus["max_abs_diff"] == 0 else ""
+            lines.append(
+                f"| {record['label']} | {versus['kernels']} | {versus['max_abs_diff']:.2g}{exact} "
+                f"| {versus['argmax_agreement']:.4f} | {versus['outputs_differing']} / "
+                f"{versus['outputs']} | {100 * record['top1']:.2f} % "
+                f"({100 * record['baseline_top1']:.2f} %) |"
+            )
+    return lines
+
+
+def block_qdebug() -> list[str]:
+    text = edgekit("quantize-debug", "--model", "damaged_models:outlier_mobilenet", "--target",
+                   "onnx", "--top", "3", json_out=False, cwd=TESTS)  # fmt: skip
+    return ["```", "$ edgekit quantize-debug --model damaged_models:outlier_mobilenet --target "
+            "onnx --top 3", *text.strip().splitlines()[:8], "```"]  # fmt: skip
+
+
+def block_aware(work: Path) -> list[str]:
+    lines = ["| target | steps (float layers: drop on the selection slice [95% CI], int8 ops, "
+             "latency vs step 0) | chosen: drop on the evaluation split [95% CI] |",
+             "| --- | --- | --- |"]  # fmt: skip
+    for target in ("tflite", "executorch", "onnx"):
+        entry = edgekit("export", "--model", "damaged_models:outlier_mobilenet", "--int8",
+                        "--max-drop", "1", "--target", target, "-o", str(work / "aware"),
+                        cwd=TESTS)  # fmt: skip
+        aware = entry["accuracy_aware"]
+        steps = []
+        for step in aware["steps"]:
+            kept = ", ".join(f"`{k}`" for k in step["keep_float"]) or "none"
+            ratio = step.get("ratio_to_first")
+            cost = "" if ratio is None else f", {ratio:.2f}x"
+            int8 = step.get("int8_fraction")
+            steps.append(f"{kept}: {step['drop_points']:+.2f} [{step['drop_ci'][0]:+.2f}, "
+                         f"{step['drop_ci'][1]:+.2f}]"
+                         + ("" if int8 is None else f", {100 * int8:.0f} %") + cost)  # fmt: skip
+        final = aware["evaluation"]
+        lines.append(f"| {target} | {'; '.join(steps)} | {final['drop_points']:+.2f} "
+                     f"[{final['drop_ci'][0]:+.2f}, {final['drop_ci'][1]:+.2f}] |")  # fmt: skip
+    return lines
+
+
+def block_latency() -> list[str]:
+    results = json.loads((HERE / "results.json").read_text())
+    lines = []
+    for pool in results["pools"]:
+        if pool["model"] == "digits-mobilenet" or pool["threads"] != 1:
+            continue
+        rows = {row["label"]: row for row in pool["rows"] if row["status"] == "ok"}
+        eager = rows.get("torch eager/fp32")
+        best = max((r for r in rows.values() if r.get("over_eager")), key=lambda r: r["over_eager"])
+        parts = [f"torch eager {eager['stats']['p50_ms']:.2f} ms" if eager else ""]
+        for target in ("tflite", "executorch", "onnx"):
+            fp32, int8 = rows.get(f"{target}/fp32"), rows.get(f"{target}/int8")
+            if fp32 and int8:
+                low, high = int8["over_fp32_ci"]
+                parts.append(f"{target} fp32 {fp32['stats']['p50_ms']:.2f} ms, int8 "
+                             f"{int8['stats']['p50_ms']:.2f} ms (int8 {int8['over_fp32']:.2f}x "
+                             f"[{low:.2f}, {high:.2f}] faster)")  # fmt: skip
+        low, high = best["over_eager_ci"]
+        parts.append(
+            f"best artifact {best['label']} {best['over_eager']:.2f}x [{low:.2f}, "
+            f"{high:.2f}] torch eager; noise band {100 * pool['noise_band']:.1f} %"
+        )
+        lines.append(f"- {pool['model']}, 1 thread: " + "; ".join(p for p in parts if p) + ".")
+    for row in results["tool"]:
+        if row["threads"] == 1:
+            low, high = row["ratio_ci"]
+            lines.append(f"- edgekit / LiteRT's tool, {row['model']} {row['label']}: "
+                         f"{row['ratio']:.3f} [{low:.3f}, {high:.3f}]")  # fmt: skip
+    return lines
+
+
+def block_file(name: str) -> list[str]:
+    text = (HERE / name).read_text().splitlines()
+    start = next(i for i, line in enumerate(text) if line.startswith("|"))
+    return [line for line in text[start:] if line.startswith("|")]
+
+
+def block_report(work: Path) -> list[str]:
+    summary = edgekit("run", "--devices", "cpu,gpu", "--accuracy-aware", "--runs-dir",
+                      str(work / "runs"), "--history", str(work / "history.sqlite"))  # fmt: skip
+    report = Path(summary["report"]["md"]).read_text().splitlines()
+    table = [line for line in report if line.startswith("|")]
+    keep = table[:2] + [line for line in table[2:] if "| cpu |" in line or "baseline" in line]
+    return [f"> **{summary['recommendation']}**", "", *keep[:10]]
+
+
+BLOCKS = {
+    "accuracy": lambda work: block_accuracy(),
+    "export": block_export,
+    "arm64": block_arm64,
+    "qdebug": lambda work: block_qdebug(),
+    "aware": block_aware,
+    "latency": lambda work: block_latency(),
+    "gates": lambda work: block_file("GATES.md"),
+    "reproduce": lambda work: block_file("REPRODUCIBILITY.md"),
+    "report": block_report,
+}
+
+
+def replace_block(text: str, name: str, lines: list[str]) -> str:
+    pattern = re.compile(rf"(<!-- figures:{name} -->\n).*?(<!-- /figures:{name} -->)", re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"README.md has no <!-- figures:{name} --> block")
+    body = "\n".join([*lines, "", provenance()]) + "\n"
+    return pattern.sub(lambda match: match.group(1) + body + match.group(2), text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated block names")
+    parser.add_argument("--skip-benchmarks", action="store_true")
+    args = parser.parse_args()
+    names = args.only.split(",") if args.only else list(BLOCKS)
+    if not args.skip_benchmarks:
+        for script in ("latency.py", "gate.py", "reproduce.py"):
+            subprocess.run([sys.executable, str(HERE / script)], check=True)
+    with tempfile.TemporaryDirectory(prefix="edgekit-figures-") as tmp:
+        work = Path(tmp)
+        if any(name in names for name in ("arm64",)) and "export" not in names:
+            names.insert(0, "export")
+        text = README.read_text()
+        for name in names:
+            print(f"figures: {name}", flush=True)
+            text = replace_block(text, name, BLOCKS[name](work))
+        README.write_text(text)
+    print("wrote README.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Type checks for what users and earlier runs hand edgekit (configs, manifests, results): a
+value of the wrong type is one line naming the file and the field, never a traceback later."""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+from edgekit.errors import UserInputError
+
+
+def matches(value: Any, kind: Any) -> bool:
+    """Does ``value`` (parsed JSON/TOML) fit the annotation ``kind``?"""
+    if kind is Any:
+        return True
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        return any(matches(value, arg) for arg in args)
+    if kind is type(None) or kind is None:
+        return value is None
+    if origin is list:
+        return isinstance(value, list) and all(matches(item, args[0]) for item in value)
+    if origin is tuple:
+        return (
+            isinstance(value, (list, tuple))
+            and len(value) == len(args)
+            and all(matches(item, arg) for item, arg in zip(value, args, strict=True))
+        )
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and matches(v, args[1]) for k, v in value.items()
+        )
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is bool:
+        return isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def type_name(kind: Any) -> str:
+    return str(kind).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def check_fields(
+    payload: Any, spec: dict[str, Any], where: str, required: tuple[str, ...] = ()
+) -> None:
+    """Every key of ``spec`` present in ``payload`` has its type; ``required`` keys exist.
+    A nested dict spec checks a nested object."""
+    if not isinstance(payload, dict):
+        raise UserInputError(f"{where}: must be an object, got {type(payload).__name__}")
+    for key in required:
+        if key not in payload:
+            raise UserInputError(f"{where}: lacks '{key}'")
+    for key, kind in spec.items():
+        if key not in payload:
+            continue
+        value = payload[key]
+        if isinstance(kind, dict):
+            if value is not None:
+                check_fields(value, kind, f"{where}.{key}")
+        elif not matches(value, kind):
+            raise UserInputError(f"{where}.{key}: must be {type_name(kind)}, got {value!r:.60}")

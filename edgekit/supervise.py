@@ -1,0 +1,94 @@
+"""The ``edgekit`` command: a small supervisor (standard library only) that runs the real command
+line in a child process group, so that Ctrl-C and SIGTERM stop everything edgekit started at
+once, wherever it is (a converter inside a long C++ call, a worker, QEMU, adb).
+
+First signal: SIGINT to the whole group; the command's own cleanup runs and it exits 130. If it
+has not stopped after :data:`GRACE_S`, or on a second signal, the group is killed. Either way the
+temporary files the command recorded in its journal (``EDGEKIT_TEMP_JOURNAL``) and left behind
+are removed; finished artifacts are complete, since every file lands by an atomic rename."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+GRACE_S = 4.0
+JOURNAL_ENV = "EDGEKIT_TEMP_JOURNAL"
+
+
+def _journal(journal: str) -> list[str]:
+    try:
+        with open(journal) as handle:
+            return [line.rstrip("\n") for line in handle if line.strip()]
+    except OSError:
+        return []
+
+
+def _clean(lines: list[str]) -> None:
+    paths = [line for line in lines if not line.startswith("#")]
+    for path in reversed(paths):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
+def main() -> None:
+    fd, journal = tempfile.mkstemp(prefix="edgekit-", suffix=".journal")
+    os.close(fd)
+    env = dict(os.environ, **{JOURNAL_ENV: journal})
+    child = subprocess.Popen(
+        [sys.executable, "-m", "edgekit.cli", *sys.argv[1:]], env=env, process_group=0
+    )
+    state = {"signals": 0, "deadline": None}
+
+    def forward(signum: int, _frame: object) -> None:
+        state["signals"] += 1
+        with contextlib.suppress(ProcessLookupError):
+            if state["signals"] == 1:
+                os.killpg(child.pid, signal.SIGINT)
+                state["deadline"] = time.monotonic() + GRACE_S
+            else:
+                os.killpg(child.pid, signal.SIGKILL)
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    while True:
+        try:
+            code = child.wait(timeout=0.1)
+            break
+        except subprocess.TimeoutExpired:
+            if state["deadline"] is not None and time.monotonic() > state["deadline"]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+                state["deadline"] = None
+    with contextlib.suppress(ProcessLookupError):  # anything of the group still alive
+        os.killpg(child.pid, signal.SIGKILL)
+    lines = _journal(journal)
+    _clean(lines)
+    with contextlib.suppress(OSError):
+        os.unlink(journal)
+    if state["signals"]:
+        if code not in (0, 130):
+            print("edgekit: interrupted", file=sys.stderr)
+        sys.exit(130)
+    if code != 0 and "#finished" not in lines:  # ended by a library, not by edgekit
+        why = f"signal {-code}" if code < 0 else f"exit {code}"
+        print(
+            f"edgekit: error: the command stopped without a message ({why}): a native library "
+            "ended the process (a full disk? a crashing converter?); rerun with --debug",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+    sys.exit(128 - code if code < 0 else code)
+
+
+if __name__ == "__main__":
+    main()

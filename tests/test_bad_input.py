@@ -1,0 +1,498 @@
+"""Bad input through the CLI as a user calls it, across every command: each case gives its exit
+code, exactly one error line that names the file or option, no traceback, and nothing partial
+in the output folder. The table is the contract of the README's exit-code section."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cli_helpers import run_cli
+
+OUT = "out"  # every command that writes is pointed at tmp_path/out
+
+
+def _npz(path: Path, x, y, **extra) -> str:
+    np.savez(path, x=x, y=y, **extra)
+    return str(path)
+
+
+def _digits_like(n: int = 20, size: int = 8, channels: int | None = None) -> np.ndarray:
+    shape = (n, size, size) if channels is None else (n, size, size, channels)
+    return np.random.default_rng(0).random(shape).astype(np.float32)
+
+
+def _copy_artifact(artifact, tmp_path: Path, name: str, mutate=None, truncate: int | None = None):
+    """A copy of an exported artifact, optionally truncated (with a manifest that still matches
+    its digest: the file itself is broken) or with a mutated manifest."""
+    path = tmp_path / name
+    data = artifact.path.read_bytes()
+    path.write_bytes(data[:truncate] if truncate else data)
+    manifest = json.loads(Path(str(artifact.path) + ".json").read_text())
+    if truncate:
+        manifest["file"]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+        manifest["file"]["size"] = truncate
+    if mutate:
+        mutate(manifest)
+    Path(str(path) + ".json").write_text(json.dumps(manifest))
+    return str(path)
+
+
+def _set(path: str, value):
+    def mutate(manifest):
+        keys = path.split(".")
+        target = manifest
+        for key in keys[:-1]:
+            target = target[key]
+        if value is KeyError:
+            del target[keys[-1]]
+        else:
+            target[keys[-1]] = value
+
+    return mutate
+
+
+def _run_dir(tmp_path: Path, mutate=None, text: str | None = None) -> str:
+    directory = tmp_path / "runs" / "r1"
+    directory.mkdir(parents=True)
+    if text is not None:
+        (directory / "results.json").write_text(text)
+        return str(directory)
+    payload = json.loads((Path(__file__).parent / "data" / "results_recorded.json").read_text())
+    if mutate:
+        mutate(payload)
+    (directory / "results.json").write_text(json.dumps(payload))
+    return str(directory)
+
+
+def _toml(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "edgekit.toml"
+    path.write_text(body)
+    return str(path)
+
+
+# id -> (args, setup(tmp_path, artifacts) -> {placeholder: value}, exit code, message)
+CASES = {
+    # ---- export -----------------------------------------------------------------------------
+    "export-unknown-target": (["export", "--target", "coreml"], None, 2, "unknown target 'coreml'"),
+    "export-unknown-recipe": (["export", "--recipe", "int4"], None, 2, "unknown recipe 'int4'"),
+    "export-two-recipes": (["export", "--int8", "--fp16"], None, 2, "choose one recipe"),
+    "export-zero-calibration": (
+        ["export", "--int8", "--calibration-samples", "0"], None, 2, "must be positive"),
+    "export-calibration-not-a-number": (
+        ["export", "--calibration-samples", "many"], None, 2, "--calibration-samples"),
+    "export-missing-pt2": (["export", "--model", "nowhere/m.pt2"], None, 2, "model file not found"),
+    "export-garbage-pt2": (
+        ["export", "--model", "{garbage_pt2}"], "garbage_pt2", 2, "not a loadable ExportedProgram"),
+    "export-garbage-keras": (
+        ["export", "--model", "{garbage_keras}"], "garbage_keras", 2, "not a loadable Keras model"),
+    "export-unknown-file-type": (
+        ["export", "--model", "{text_file}"], "text_file", 2, "unknown model file type"),
+    "export-unknown-zoo-model": (
+        ["export", "--model", "zoo:alexnet"], None, 2, "no such zoo model"),
+    "export-unimportable-factory": (
+        ["export", "--model", "no_such_module:f"], None, 2, "cannot import the factory"),
+    "export-factory-raises": (
+        ["export", "--model", "user_models:raises"], None, 2, "weights server unreachable"),
+    "export-factory-returns-a-string": (
+        ["export", "--model", "user_models:not_a_module"], None, 2, "not nn.Module"),
+    "export-channels-as-a-word": (
+        ["export", "--model", "user_models:channels_as_a_word"], None, 2, "'channels' must be"),
+    "export-size-as-one-number": (
+        ["export", "--model", "user_models:size_as_one_number"], None, 2, "'input_size' must be"),
+    "export-mean-of-the-wrong-length": (
+        ["export", "--model", "user_models:mean_of_three_channels"], None, 2, "'mean' must be 1"),
+    "export-no-input-shape": (
+        ["export", "--model", "user_models:no_shape"], None, 2, "input shape"),
+    "export-bad-input-shape": (
+        ["export", "--model", "user_models:no_shape", "--input-shape", "3,x,32"], None, 2,
+        "expected C,H,W"),
+    "export-zero-input-shape": (
+        ["export", "--model", "user_models:no_shape", "--input-shape", "3,0,32"], None, 2,
+        "must be positive"),
+    "export-weights-for-a-zoo-model": (
+        ["export", "--weights", "{text_file}"], "text_file", 2, "bring their own weights"),
+    "export-missing-weights": (
+        ["export", "--model", "user_models:tiny_cnn", "--weights", "nope.pt"], None, 2,
+        "weights file not found"),
+    "export-weights-that-run-code": (
+        ["export", "--model", "user_models:tiny_cnn", "--weights", "{evil_pickle}"], "evil_pickle",
+        2, "would run code"),
+    "export-weights-that-do-not-fit": (
+        ["export", "--model", "user_models:tiny_cnn", "--weights", "{wrong_weights}"],
+        "wrong_weights", 2, "does not fit the model"),
+    "export-garbage-weights": (
+        ["export", "--model", "user_models:tiny_cnn", "--weights", "{text_file}"], "text_file", 2,
+        "not a readable torch state dict"),
+    "export-missing-data": (["export", "--data", "missing.npz"], None, 2, "dataset not found"),
+    "export-data-of-another-kind": (
+        ["export", "--data", "{text_file}"], "text_file", 2, "not a dataset"),
+    "export-npz-without-labels": (["export", "--data", "{npz_no_y}"], "npz_no_y", 2, "no 'y'"),
+    "export-npz-with-nan": (["export", "--data", "{npz_nan}"], "npz_nan", 2, "NaN or infinite"),
+    "export-npz-with-strings": (
+        ["export", "--data", "{npz_strings}"], "npz_strings", 2, "must be numbers"),
+    "export-npz-float-labels": (
+        ["export", "--data", "{npz_float_labels}"], "npz_float_labels", 2, "must be integers"),
+    "export-npz-three-classes": (
+        ["export", "--data", "{npz_three_classes}"], "npz_three_classes", 2,
+        "dataset has 3 classes"),
+    "export-npz-labels-out-of-range": (
+        ["export", "--data", "{npz_big_labels}"], "npz_big_labels", 2, "labels out of range"),
+    "export-npz-four-channels": (
+        ["export", "--data", "{npz_rgba}"], "npz_rgba", 2, "4 channel(s)"),
+    "export-npz-wrong-shapes": (
+        ["export", "--data", "{npz_mismatch}"], "npz_mismatch", 2, "expected x of shape"),
+    "export-npz-one-image": (["export", "--data", "{npz_one}"], "npz_one", 2, "at least 2"),
+    "export-not-an-npz": (["export", "--data", "{fake_npz}"], "fake_npz", 2, "not a readable .npz"),
+    "export-empty-folder": (
+        ["export", "--data", "{empty_dir}"], "empty_dir", 2, "no class folders"),
+    "export-undecodable-image": (
+        ["export", "--data", "{bad_images}"], "bad_images", 2, "does not decode"),
+    "export-output-not-writable": (
+        ["export", "--target", "onnx", "-o", "{blocked}/x"], "blocked", 2, "not writable"),
+    "export-unknown-io": (["export", "--io", "int16"], None, 2, "unknown --io"),
+    "export-int8-io-on-onnx": (
+        ["export", "--target", "onnx", "--int8", "--io", "int8"], None, 2, "--io int8 applies"),
+    "export-unknown-keep-float": (
+        ["export", "--target", "onnx", "--int8", "--keep-float", "block99.dw"], None, 2,
+        "block99.dw"),
+    "export-negative-max-drop": (
+        ["export", "--int8", "--max-drop", "-1"], None, 2, "--max-drop must be >= 0"),
+    "export-max-drop-without-int8": (["export", "--max-drop", "1"], None, 2, "needs --int8"),
+    "export-max-drop-not-a-number": (["export", "--max-drop", "abc"], None, 2, "--max-drop"),
+    "export-data-dependent-branch": (
+        ["export", "--model", "user_models:branchy", "--target", "onnx"], None, 1,
+        "data-dependent control flow"),
+    # ---- eval --------------------------------------------------------------------------------
+    "eval-missing-artifact": (["eval", "missing.tflite"], None, 2, "artifact not found"),
+    "eval-no-manifest": (["eval", "{no_manifest}"], "no_manifest", 2, "no manifest"),
+    "eval-manifest-not-json": (["eval", "{manifest_garbage}"], "manifest_garbage", 2,
+                               "not valid JSON"),
+    "eval-manifest-without-input": (["eval", "{manifest_no_input}"], "manifest_no_input", 2,
+                                    "lacks 'input'"),
+    "eval-manifest-shape-of-words": (["eval", "{manifest_bad_shape}"], "manifest_bad_shape", 2,
+                                     "input.shape: must be list[int]"),
+    "eval-manifest-from-the-future": (["eval", "{manifest_future}"], "manifest_future", 2,
+                                      "manifest schema 99"),
+    "eval-manifest-unknown-target": (["eval", "{manifest_coreml}"], "manifest_coreml", 2,
+                                     "target 'coreml'"),
+    "eval-manifest-bad-preprocessing": (["eval", "{manifest_bad_pre}"], "manifest_bad_pre", 2,
+                                        "preprocessing: 'channels' must be"),
+    "eval-modified-artifact": (["eval", "{modified}"], "modified", 2, "modified after export"),
+    "eval-truncated-onnx": (["eval", "{truncated_onnx}"], "truncated_onnx", 2,
+                            "onnxruntime cannot load it"),
+    "eval-truncated-tflite": (["eval", "{truncated_tflite}"], "truncated_tflite", 2,
+                              "LiteRT cannot load it"),
+    "eval-truncated-pte": (["eval", "{truncated_pte}"], "truncated_pte", 2,
+                           "ExecuTorch cannot load it"),
+    "eval-unknown-device": (["eval", "{onnx}", "--device", "phone"], "onnx", 2,
+                            "unknown device 'phone'"),
+    "eval-option-of-another-device": (["eval", "{onnx}", "--device", "gpu", "--serial", "X"],
+                                      "onnx", 2, "--serial does not apply to device gpu"),
+    "eval-threads-not-a-number": (["eval", "{onnx}", "--threads", "two"], "onnx", 2, "--threads"),
+    "eval-data-of-other-classes": (["eval", "{onnx}", "--data", "{npz_three_classes}"],
+                                   "onnx npz_three_classes", 2, "classes"),
+    # ---- bench -------------------------------------------------------------------------------
+    "bench-nothing": (["bench"], None, 2, "give one or more artifacts"),
+    "bench-zero-threads": (["bench", "{onnx}", "--threads", "0"], "onnx", 2, "positive counts"),
+    "bench-rounds-not-a-number": (["bench", "{onnx}", "--rounds", "lots"], "onnx", 2, "--rounds"),
+    "bench-option-of-another-device": (["bench", "{onnx}", "--device", "arm64-emu", "--serial",
+                                        "X"], "onnx", 2, "--serial does not apply"),
+    "bench-truncated-onnx": (["bench", "{truncated_onnx}", "--no-baseline"], "truncated_onnx", 2,
+                             "onnxruntime cannot load it"),
+    "bench-truncated-tflite": (["bench", "{truncated_tflite}", "--no-baseline"],
+                               "truncated_tflite", 2, "LiteRT cannot load it"),
+    "bench-android-without-adb": (["bench", "{onnx}", "--device", "android"], "onnx no_adb", 2,
+                                  "adb: not found on PATH"),
+    "bench-min-runs-not-a-number": (["bench", "{onnx}", "--min-runs", "x"], "onnx", 2,
+                                    "--min-runs"),
+    # ---- check -------------------------------------------------------------------------------
+    "check-nothing": (["check"], None, 2, "give one or more artifacts"),
+    "check-no-bound": (["check", "{onnx}"], "onnx", 2, "give at least one bound"),
+    "check-max-drop-not-a-number": (["check", "{onnx}", "--max-drop", "abc"], "onnx", 2,
+                                    "--max-drop"),
+    "check-latency-not-a-number": (["check", "{onnx}", "--max-latency-regression", "ten"], "onnx",
+                                   2, "--max-latency-regression"),
+    "check-latency-without-a-reference": (["check", "{onnx}", "--max-latency-regression", "10"],
+                                          "onnx", 2, "needs --against"),
+    "check-negative-regression": (["check", "{onnx}", "--max-latency-regression", "-5",
+                                   "--against", "{onnx}"], "onnx", 2, "must be >= 0"),
+    "check-reference-missing": (["check", "{onnx}", "--max-latency-regression", "10", "--against",
+                                 "nope.onnx"], "onnx", 2, "artifact not found"),
+    "check-reference-of-another-input": (["check", "{onnx}", "--max-latency-regression", "10",
+                                          "--against", "{rgb16}"], "onnx rgb16", 2,
+                                         "is not the candidate's"),
+    "check-arm-diff-on-the-host": (["check", "{onnx}", "--max-arm-x86-diff", "0.1"], "onnx", 2,
+                                   "does not compare with the host"),
+    "check-run-without-results": (["check", "{empty_dir}", "--max-drop", "1"], "empty_dir", 2,
+                                  "no results.json"),
+    # ---- run, report, history, compare --------------------------------------------------------
+    "run-unknown-device": (["run", "--devices", "phone"], None, 2, "unknown device 'phone'"),
+    "run-no-device": (["run", "--devices", ","], None, 2, "name at least one device"),
+    "run-unknown-target": (["run", "--targets", "coreml"], None, 2, "unknown target"),
+    "run-unknown-recipe": (["run", "--recipes", "int4"], None, 2, "unknown recipe"),
+    "run-zero-threads": (["run", "--threads", "0"], None, 2, "positive counts"),
+    "run-max-drop-not-a-number": (["run", "--max-drop", "x"], None, 2, "--max-drop"),
+    "run-missing-config": (["run", "--config", "nope.toml"], None, 2, "config file not found"),
+    "run-config-not-toml": (["run", "--config", "{toml_garbage}"], "toml_garbage", 2,
+                            "not valid TOML"),
+    "run-config-threads-of-words": (["run", "--config", "{toml_threads}"], "toml_threads", 2,
+                                    "'threads' must be list[int]"),
+    "run-config-targets-a-number": (["run", "--config", "{toml_targets}"], "toml_targets", 2,
+                                    "'targets' must be list[str]"),
+    "run-config-unknown-key": (["run", "--config", "{toml_unknown}"], "toml_unknown", 2,
+                               "unknown option(s) colour"),
+    "run-config-negative-rounds": (["run", "--config", "{toml_rounds}"], "toml_rounds", 2,
+                                   "rounds must be positive"),
+    "report-empty-folder": (["report", "{empty_dir}"], "empty_dir", 2, "no results.json"),
+    "report-not-json": (["report", "{run_garbage}"], "run_garbage", 2, "not valid JSON"),
+    "report-row-without-status": (["report", "{run_no_status}"], "run_no_status", 2,
+                                  "rows[0]: not a result row"),
+    "report-schema-from-the-future": (["report", "{run_future}"], "run_future", 2,
+                                      "results schema 99"),
+    "report-latency-of-words": (["report", "{run_bad_latency}"], "run_bad_latency", 2,
+                                "rows[0].latency: must be"),
+    "report-drop-of-words": (["report", "{run_bad_drop}"], "run_bad_drop", 2,
+                             "accuracy.drop_points: must be float"),
+    "history-corrupt-database": (["history", "--history", "{corrupt_db}"], "corrupt_db", 2,
+                                 "not a readable edgekit history database"),
+    "history-limit-not-a-number": (["history", "--limit", "all"], None, 2, "--limit"),
+    "compare-unknown-run": (["compare", "nope", "nope2", "--history", "{empty_db}"], "empty_db",
+                            2, "no run 'nope2'"),
+    # ---- quantize-debug, device, zoo, the command line itself ---------------------------------
+    "qdebug-unknown-target": (["quantize-debug", "--target", "coreml"], None, 2,
+                              "unknown target 'coreml'"),
+    "qdebug-samples-not-a-number": (["quantize-debug", "--samples", "x"], None, 2, "--samples"),
+    "qdebug-unknown-model": (["quantize-debug", "--model", "zoo:alexnet"], None, 2,
+                             "no such zoo model"),
+    "qdebug-data-with-nan": (["quantize-debug", "--data", "{npz_nan}"], "npz_nan", 2,
+                             "NaN or infinite"),
+    "device-setup-nothing-to-set-up": (["device", "setup", "cpu"], None, 2, "nothing to set up"),
+    "device-setup-unknown-device": (["device", "setup", "phone"], None, 2, "unknown device"),
+    "device-setup-option-of-another-device": (["device", "setup", "cpu", "--cpu", "cortex-a53"],
+                                              None, 2, "--cpu does not apply"),
+    "zoo-show-unknown": (["zoo", "show", "alexnet"], None, 2, "no such zoo model"),
+    "zoo-train-unknown": (["zoo", "train", "zoo:alexnet"], None, 2, "no such zoo model"),
+    "unknown-command": (["frobnicate"], None, 2, "No such command 'frobnicate'"),
+    "unknown-option": (["export", "--bogus"], None, 2, "No such option: --bogus"),
+}  # fmt: skip
+
+
+class Files:
+    """The inputs the cases need, made on demand in the test's folder."""
+
+    def __init__(self, tmp_path: Path, export_digits, monkeypatch) -> None:
+        self.tmp, self.export, self.monkeypatch = tmp_path, export_digits, monkeypatch
+
+    def make(self, name: str) -> str:
+        return getattr(self, name)()
+
+    def garbage_pt2(self):
+        (self.tmp / "m.pt2").write_bytes(b"not a zip archive")
+        return str(self.tmp / "m.pt2")
+
+    def garbage_keras(self):
+        (self.tmp / "m.keras").write_bytes(b"not a keras archive")
+        return str(self.tmp / "m.keras")
+
+    def text_file(self):
+        (self.tmp / "notes.txt").write_text("hello")
+        return str(self.tmp / "notes.txt")
+
+    def evil_pickle(self):
+        class Evil:
+            def __reduce__(self):
+                return (print, ("this ran on load",))
+
+        path = self.tmp / "evil.pt"
+        path.write_bytes(pickle.dumps({"weights": Evil()}))
+        return str(path)
+
+    def wrong_weights(self):
+        import torch
+
+        path = self.tmp / "wrong.pt"
+        torch.save({"fc.weight": torch.zeros(3, 3)}, path)
+        return str(path)
+
+    def npz_no_y(self):
+        path = self.tmp / "no_y.npz"
+        np.savez(path, x=_digits_like())
+        return str(path)
+
+    def npz_nan(self):
+        x = _digits_like()
+        x[3, 2, 1] = np.nan
+        return _npz(self.tmp / "nan.npz", x, np.arange(20) % 10)
+
+    def npz_strings(self):
+        return _npz(self.tmp / "strings.npz", np.array([["a"] * 8] * 8 * 20).reshape(20, 8, 8),
+                    np.arange(20) % 10)  # fmt: skip
+
+    def npz_float_labels(self):
+        return _npz(self.tmp / "float_y.npz", _digits_like(), np.linspace(0, 9, 20))
+
+    def npz_three_classes(self):
+        return _npz(self.tmp / "three.npz", _digits_like(), np.arange(20) % 3,
+                    class_names=np.array(["a", "b", "c"]))  # fmt: skip
+
+    def npz_big_labels(self):
+        return _npz(self.tmp / "big_y.npz", _digits_like(), np.arange(20) + 5)
+
+    def npz_rgba(self):
+        return _npz(self.tmp / "rgba.npz", _digits_like(channels=4), np.arange(20) % 10)
+
+    def npz_mismatch(self):
+        return _npz(self.tmp / "mismatch.npz", _digits_like(), np.arange(7) % 10)
+
+    def npz_one(self):
+        return _npz(self.tmp / "one.npz", _digits_like(n=1), np.array([3]))
+
+    def fake_npz(self):
+        (self.tmp / "fake.npz").write_text("not a zip")
+        return str(self.tmp / "fake.npz")
+
+    def empty_dir(self):
+        (self.tmp / "empty").mkdir(exist_ok=True)
+        return str(self.tmp / "empty")
+
+    def bad_images(self):
+        folder = self.tmp / "images" / "3"
+        folder.mkdir(parents=True)
+        (folder / "broken.png").write_bytes(b"\x89PNG not really")
+        return str(self.tmp / "images")
+
+    def blocked(self):
+        (self.tmp / "blocked").write_text("a file where a folder should be")
+        return str(self.tmp / "blocked")
+
+    def onnx(self):
+        return str(self.export("onnx", "fp32").path)
+
+    def rgb16(self):
+        from edgekit.data import load_dataset
+        from edgekit.export import export_artifact
+        from edgekit.models import load_model
+
+        source = load_model("user_models:rgb_16")
+        made = export_artifact(source, load_dataset("synthetic:8", source.preprocess), "onnx",
+                               "fp32", self.tmp / "rgb16")  # fmt: skip
+        return str(made.artifact.path)
+
+    def no_manifest(self):
+        (self.tmp / "bare.onnx").write_bytes(self.export("onnx", "fp32").path.read_bytes())
+        return str(self.tmp / "bare.onnx")
+
+    def _mutated(self, name, mutate):
+        return _copy_artifact(self.export("onnx", "fp32"), self.tmp, name, mutate=mutate)
+
+    def manifest_garbage(self):
+        path = self._mutated("garbage.onnx", None)
+        Path(path + ".json").write_text("{not json")
+        return path
+
+    def manifest_no_input(self):
+        return self._mutated("no_input.onnx", _set("input", KeyError))
+
+    def manifest_bad_shape(self):
+        return self._mutated("bad_shape.onnx", _set("input.shape", ["one", 1, 32, 32]))
+
+    def manifest_future(self):
+        return self._mutated("future.onnx", _set("schema_version", 99))
+
+    def manifest_coreml(self):
+        return self._mutated("coreml.onnx", _set("target", "coreml"))
+
+    def manifest_bad_pre(self):
+        return self._mutated("bad_pre.onnx", _set("preprocessing.channels", "three"))
+
+    def modified(self):
+        path = self._mutated("modified.onnx", None)
+        with open(path, "ab") as handle:
+            handle.write(b"\0")
+        return path
+
+    def truncated_onnx(self):
+        return _copy_artifact(self.export("onnx", "fp32"), self.tmp, "t.onnx", truncate=4000)
+
+    def truncated_tflite(self):
+        return _copy_artifact(self.export("tflite", "fp32"), self.tmp, "t.tflite", truncate=4000)
+
+    def truncated_pte(self):
+        return _copy_artifact(self.export("executorch", "fp32"), self.tmp, "t.pte", truncate=4000)
+
+    def no_adb(self):
+        self.monkeypatch.setenv("PATH", str(self.tmp / "no-bin"))
+        self.monkeypatch.setenv("EDGEKIT_BENCHMARK_MODEL", "/bin/true")
+        return ""
+
+    def toml_garbage(self):
+        return _toml(self.tmp, "[run\nthreads = ")
+
+    def toml_threads(self):
+        return _toml(self.tmp, '[run]\nthreads = "many"\n')
+
+    def toml_targets(self):
+        return _toml(self.tmp, "[run]\ntargets = 5\n")
+
+    def toml_unknown(self):
+        return _toml(self.tmp, "[run]\ncolour = 'blue'\n")
+
+    def toml_rounds(self):
+        return _toml(self.tmp, "[run]\nrounds = -3\n")
+
+    def run_garbage(self):
+        return _run_dir(self.tmp, text="{")
+
+    def run_no_status(self):
+        return _run_dir(self.tmp, lambda p: p["rows"][0].pop("status"))
+
+    def run_future(self):
+        return _run_dir(self.tmp, lambda p: p.update(schema_version=99))
+
+    def run_bad_latency(self):
+        return _run_dir(self.tmp, lambda p: p["rows"][0].update(latency="fast"))
+
+    def run_bad_drop(self):
+        return _run_dir(self.tmp, lambda p: p["rows"][0]["accuracy"].update(drop_points="small"))
+
+    def corrupt_db(self):
+        (self.tmp / "history.sqlite").write_bytes(b"this is not a database at all" * 100)
+        return str(self.tmp / "history.sqlite")
+
+    def empty_db(self):
+        sqlite3.connect(self.tmp / "empty.sqlite").close()
+        return str(self.tmp / "empty.sqlite")
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_is_one_line_and_its_exit_code(case, capsys, tmp_path, export_digits,
+                                                 monkeypatch):  # fmt: skip
+    args, needs, code, message = CASES[case]
+    monkeypatch.chdir(tmp_path)  # a user's own modules sit beside their project
+    files = Files(tmp_path, export_digits, monkeypatch)
+    values = {name: files.make(name) for name in (needs or "").split()}
+    argv = [part.format(**values) for part in args]
+    if argv[0] == "export" and "-o" not in argv:
+        argv += ["-o", str(tmp_path / OUT)]
+    if argv[0] == "run":
+        argv += ["--runs-dir", str(tmp_path / OUT), "--history", str(tmp_path / "h.sqlite")]
+    result = run_cli(capsys, *argv)
+    errors = [line for line in result.err.splitlines() if line.startswith("edgekit: error:")]
+    assert result.code == code, (case, result.code, result.err[-2000:])
+    assert len(errors) == 1 and message in errors[0], (case, result.err[-2000:])
+    assert "Traceback" not in result.err + result.out
+    out = tmp_path / OUT
+    leftovers = [p.name for p in out.rglob("*")] if out.exists() else []
+    assert not [name for name in leftovers if name.startswith(".") or name.endswith(".partial")]
+    if code == 2 and out.exists():
+        assert not [name for name in leftovers if not name.startswith(".")]  # nothing written
+
+
+def test_the_table_has_at_least_80_cases():
+    assert len(CASES) >= 80
