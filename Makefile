@@ -9,7 +9,8 @@ $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip==26.3
 	$(VENV)/bin/pip install --quiet -c requirements.lock -e '.[dev]'
-	$(VENV)/bin/pip check
+	$(VENV)/bin/pip install --quiet --no-deps -c requirements.lock onnx2torch
+	$(VENV)/bin/python -m edgekit.pipcheck
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -9,6 +9,7 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+from edgekit import __version__
 from edgekit.artifact import Artifact, load_artifact
 from edgekit.data import load_dataset
 from edgekit.errors import EdgekitError
@@ -55,7 +56,11 @@ def artifacts(model: str, log=print) -> tuple[list[Artifact], object, object]:
             path = directory / artifact_name(source, target, recipe)
             try:
                 found = load_artifact(path) if path.is_file() else None
-                if found is None or found.manifest["source"]["digest"] != source.digest:
+                if (
+                    found is None
+                    or found.manifest["source"]["digest"] != source.digest
+                    or found.manifest["tool_versions"].get("edgekit") != __version__
+                ):
                     log(f"export {model} {target}/{recipe}")
                     found = export_artifact(
                         source,

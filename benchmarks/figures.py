@@ -170,6 +170,120 @@ def block_report(work: Path) -> list[str]:
     return [f"> **{summary['recommendation']}**", "", *keep[:10]]
 
 
+def _export_table(exported: dict) -> list[str]:
+    lines = ["| artifact | size | SQNR dB vs the source | agreement | audit: looks like |",
+             "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    for entry in exported["artifacts"]:
+        figures, audit = entry["validation"], entry.get("audit") or {}
+        lines.append(f"| {entry['target']}/{entry['recipe']} | {entry['file']['size'] / 1024:.0f} "
+                     f"KB | {figures['sqnr_db']:.1f} | {figures['top1_agreement']:.3f} | "
+                     f"{audit.get('looks_like', '')} |")  # fmt: skip
+    lines += [f"| {u['target']}/{u['recipe']} | not exported: {u['reason']} | | | |"
+              for u in exported["unsupported"]]  # fmt: skip
+    return lines
+
+
+def block_foreign(work: Path) -> list[str]:
+    """A third-party file (the ONNX model zoo's SqueezeNet that the onnx package ships), files
+    TFLiteConverter and torch.onnx.export made, through audit, bench, eval and export."""
+    sys.path.insert(0, str(TESTS))
+    import foreign_files
+
+    squeezenet = str(foreign_files.light_model("light_squeezenet"))
+    audit = edgekit("audit", squeezenet, json_out=False)
+    bench = edgekit("bench", squeezenet, "--rounds", "10")[0]
+    stats = bench["stats"]
+    lines = ["```", "$ edgekit audit light_squeezenet.onnx",
+             *[line.replace(squeezenet, "light_squeezenet.onnx") for line in
+               audit.strip().splitlines()], "```", "",
+             f"`edgekit bench light_squeezenet.onnx`: p50 {stats['p50_ms']:.2f} ms, p90 "
+             f"{stats['p90_ms']:.2f} ms over {len(bench['rounds_ms'])} rounds (1 thread); "
+             "assumed: " + "; ".join(bench["assumed"]) + ".", "",
+             "`edgekit export --model light_squeezenet.onnx --data synthetic:64 --target all "
+             "--recipe fp32,fp16`:", ""]  # fmt: skip
+    lines += _export_table(edgekit("export", "--model", squeezenet, "--data", "synthetic:64",
+                                   "--target", "all", "--recipe", "fp32,fp16",
+                                   "-o", str(work / "squeezenet")))  # fmt: skip
+    keras = foreign_files.tflite_files(foreign_files.keras_digits(), work)
+    [record] = edgekit("eval", str(keras["int8"]))
+    checked = edgekit("audit", str(keras["dynamic"]), "--expect", "int8", json_out=False)
+    reasons = [line for line in checked.splitlines() if line.startswith("NOT AS EXPECTED")]
+    lines += ["", f"TFLiteConverter's full-integer file of a small Keras CNN (int8 I/O): "
+              f"`edgekit eval keras-int8-io.tflite` gives {100 * record['top1']:.2f} % top-1 on "
+              f"the {record['samples']} evaluation images; its dynamic-range file under "
+              "`edgekit audit keras-dynamic.tflite --expect int8` exits 1:", "", "```",
+              *[r.replace(str(work) + "/", "") for r in reasons], "```"]  # fmt: skip
+    return lines
+
+
+def block_onnx_source(work: Path) -> list[str]:
+    """The digits classifier through torch.onnx.export, then back in as a source model: the
+    converter's cost, side by side with the direct torch path."""
+    sys.path.insert(0, str(TESTS))
+    import foreign_files
+
+    from edgekit.models import load_model
+
+    source = load_model("digits-mobilenet", quiet=True)
+    onnx_file = foreign_files.torch_onnx(source.module, source.example_input(),
+                                         work / "digits.onnx")  # fmt: skip
+    names = work / "digits.txt"
+    names.write_text("\n".join(str(d) for d in range(10)) + "\n")
+    flags = ["--mean", "0.5", "--std", "0.5", "--class-names", str(names)]
+    from_onnx = edgekit("export", "--model", str(onnx_file), *flags, "--target", "all",
+                        "--recipe", "fp32,int8", "-o", str(work / "from-onnx"))  # fmt: skip
+    direct = edgekit("export", "--target", "tflite,executorch", "--recipe", "int8",
+                     "-o", str(work / "direct"))  # fmt: skip
+    lines = [
+        "`edgekit export --model digits.onnx --mean 0.5 --std 0.5 --class-names digits.txt "
+        "--target all --recipe fp32,int8` (validated against the original graph in "
+        "onnxruntime):",
+        "",
+        *_export_table(from_onnx),
+        "",
+        "The same int8 recipes from the torch source directly: "
+        + "; ".join(
+            f"{e['target']}/int8 SQNR {e['validation']['sqnr_db']:.1f} dB, agreement "
+            f"{e['validation']['top1_agreement']:.3f}"
+            for e in direct["artifacts"]
+        )
+        + ".",
+    ]
+    for entry in from_onnx["artifacts"]:
+        if entry["recipe"] == "int8":
+            [record] = edgekit("eval", str(work / "from-onnx" / entry["file"]["name"]))
+            low, high = record["drop_ci"]
+            lines.append(f"- {entry['target']}/int8 from digits.onnx: top-1 "
+                         f"{100 * record['top1']:.2f} %, drop {record['drop_points']:+.2f} "
+                         f"[{low:+.2f}, {high:+.2f}] points against the ONNX baseline")  # fmt: skip
+    return lines
+
+
+def block_profile() -> list[str]:
+    """MobileNetV2's profile table and the explanations edgekit printed for it."""
+    results = json.loads((HERE / "profile.json").read_text())["results"]
+    chosen = next((r for r in results if r["model"] == "mobilenet_v2"), results[0])
+    lines = [f"{chosen['model']}: profiling took {chosen['profile_s']:.0f} s against "
+             f"{chosen['bench_s']:.0f} s to benchmark the same files "
+             f"({chosen['cost_ratio']:.2f}x).", "",
+             "| artifact | p50 ms | layers sum / p50 | top-3 layers |", "|---|---|---|---|"]  # fmt: skip
+    for row in chosen["rows"]:
+        cover = "" if row["coverage"] is None else f"{100 * row['coverage']:.0f} %"
+        p50 = "" if row["p50_ms"] is None else f"{row['p50_ms']:.3f}"
+        lines.append(f"| {row['label']} | {p50} | {cover} | {', '.join(row['top3'])} |")
+    for row in chosen["rows"]:
+        if row["recipe"] != "fp32" and row["explanation"]:
+            lines += ["", f"`{row['label']}`:", *[f"- {line}" for line in row["explanation"]]]
+    return lines
+
+
+def block_cluster() -> list[str]:
+    text = (HERE / "CLUSTER.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(text) if line.startswith("|"))
+    end = next(i for i, line in enumerate(text[start:], start) if not line.startswith("|"))
+    return text[start:end]
+
+
 BLOCKS = {
     "accuracy": lambda work: block_accuracy(),
     "export": block_export,
@@ -180,6 +294,10 @@ BLOCKS = {
     "gates": lambda work: block_file("GATES.md"),
     "reproduce": lambda work: block_file("REPRODUCIBILITY.md"),
     "report": block_report,
+    "foreign": block_foreign,
+    "onnx-source": block_onnx_source,
+    "profile": lambda work: block_profile(),
+    "cluster": lambda work: block_cluster(),
 }
 
 
@@ -198,7 +316,7 @@ def main() -> None:
     args = parser.parse_args()
     names = args.only.split(",") if args.only else list(BLOCKS)
     if not args.skip_benchmarks:
-        for script in ("latency.py", "gate.py", "reproduce.py"):
+        for script in ("latency.py", "gate.py", "reproduce.py", "layer_profile.py", "cluster.py"):
             subprocess.run([sys.executable, str(HERE / script)], check=True)
     with tempfile.TemporaryDirectory(prefix="edgekit-figures-") as tmp:
         work = Path(tmp)

@@ -33,15 +33,16 @@ class AccuracyRecord:
     dataset: str
     samples: int
     top1: float
-    baseline_top1: float
-    drop_points: float
-    drop_ci: tuple[float, float]
+    # against the baseline; None for a file without a source model (labels only)
+    baseline_top1: float | None
+    drop_points: float | None
+    drop_ci: tuple[float, float] | None
     confidence: float
-    agreement: float
-    sqnr_db: float
-    max_abs_diff: float
-    mean_abs_diff: float
-    mcnemar: dict[str, float]
+    agreement: float | None
+    sqnr_db: float | None
+    max_abs_diff: float | None
+    mean_abs_diff: float | None
+    mcnemar: dict[str, float] | None
     top5: float | None = None
     baseline_top5: float | None = None
     changed_classes: list[dict[str, Any]] = field(default_factory=list)
@@ -50,22 +51,46 @@ class AccuracyRecord:
     runtime: dict[str, Any] = field(default_factory=dict)
     versus_host: dict[str, Any] | None = None  # device logits against the host's
     fingerprint: dict[str, Any] = field(default_factory=dict)
+    assumed: list[str] = field(default_factory=list)  # what was inferred about a foreign file
 
     def to_dict(self) -> dict[str, Any]:
         payload = asdict(self)
-        payload["drop_ci"] = list(self.drop_ci)
+        payload["drop_ci"] = None if self.drop_ci is None else list(self.drop_ci)
         return payload
 
     @classmethod
     def from_dict(cls, payload: dict[str, Any]) -> AccuracyRecord:
         known = {name for name in cls.__dataclass_fields__}
         values = {k: v for k, v in payload.items() if k in known}
-        values["drop_ci"] = tuple(values["drop_ci"])
+        values["drop_ci"] = None if values.get("drop_ci") is None else tuple(values["drop_ci"])
         return cls(**values)
 
 
+def labels_only(outputs: np.ndarray, labels: np.ndarray, names: tuple[str, ...]) -> dict:
+    """The figures of a file without a source model: top-1 (top-5) on the labels, no drop."""
+    result: dict[str, Any] = {
+        "samples": len(labels),
+        "top1": top_k(outputs, labels, 1),
+        "baseline_top1": None,
+        "drop_points": None,
+        "drop_ci": None,
+        "confidence": 0.95,
+        "agreement": None,
+        "sqnr_db": None,
+        "max_abs_diff": None,
+        "mean_abs_diff": None,
+        "mcnemar": None,
+        "baseline": "none: a file another tool made has no source model here",
+        "reference": "labels",
+    }
+    if len(names) > 5:
+        result["top5"] = top_k(outputs, labels, 5)
+    return result
+
+
 def top_k(logits: np.ndarray, labels: np.ndarray, k: int) -> float:
-    best = np.argsort(-logits, axis=1)[:, :k]
+    # stable: a tie (int8 logits are steps) goes to the lowest class index, as argmax does
+    best = np.argsort(-logits, axis=1, kind="stable")[:, :k]
     return float(np.mean(np.any(best == labels[:, None], axis=1)))
 
 
@@ -149,7 +174,7 @@ def dataset_for(artifact: Artifact, data: str) -> Dataset:
 
 
 def evaluate_artifact(
-    path: str,
+    path: str | Artifact,
     data: str = "digits",
     device: str | Any = DEFAULT_DEVICE,
     threads: int = 1,
@@ -159,6 +184,7 @@ def evaluate_artifact(
     dataset: Dataset | None = None,
     device_options: dict[str, Any] | None = None,
     host_logits: np.ndarray | None = None,
+    foreign: Any = None,
 ) -> AccuracyRecord:
     """Run the evaluation split through the artifact on ``device`` (a name or a Device) and
     through the baseline.
@@ -169,19 +195,35 @@ def evaluate_artifact(
     from edgekit.machine import fingerprint
     from edgekit.targets import runtime_versions
 
-    artifact = load_artifact(path)
+    artifact = path if isinstance(path, Artifact) else load_artifact(path, foreign=foreign)
+    if not artifact.classifier:
+        raise UserInputError(
+            f"{artifact.path}: accuracy is out of scope: "
+            f"{artifact.manifest['foreign']['not_a_classifier']} (edgekit bench still measures "
+            "its latency)"
+        )
     where = get_device(device, **(device_options or {})) if isinstance(device, str) else device
     reason = where.unavailable_reason(artifact)
     if reason:
         raise DeviceUnavailable(f"{artifact.path.name} on {where.name}: {reason}")
-    if source is None or source.digest != artifact.manifest["source"]["digest"]:
+    if artifact.foreign:
+        source = None
+    elif source is None or source.digest != artifact.manifest["source"]["digest"]:
         source = source_for(artifact)
     if dataset is None:
         dataset = dataset_for(artifact, data)
+    if dataset.num_classes != len(artifact.manifest["preprocessing"]["class_names"]):
+        raise UserInputError(
+            f"{dataset.name}: dataset has {dataset.num_classes} classes, {artifact.path.name} "
+            f"has {len(artifact.manifest['preprocessing']['class_names'])} outputs"
+        )
     split = dataset.evaluation
     x, y = (split.x, split.y) if limit is None else (split.x[:limit], split.y[:limit])
     outputs, runtime = where.predict(artifact, x, threads)
-    figures = compare_on_labels(outputs, source.predict(x), y, dataset.class_names, confidence)
+    if source is None:
+        figures = labels_only(outputs, y, dataset.class_names)
+    else:
+        figures = compare_on_labels(outputs, source.predict(x), y, dataset.class_names, confidence)
     versus = None
     if where.traits(runtime).compare_to_host:
         if host_logits is None:
@@ -199,14 +241,15 @@ def evaluate_artifact(
         runtime=runtime,
         versus_host=versus,
         fingerprint=fingerprint(threads, runtime_versions()),
+        assumed=artifact.assumed,
     )
 
 
-def evaluate_source(spec: str, data: str = "digits") -> dict[str, Any]:
+def evaluate_source(spec: str, data: str = "digits", foreign: Any = None) -> dict[str, Any]:
     """The source model alone on the evaluation split (``edgekit eval`` with no artifact)."""
     from edgekit.models import load_model
 
-    source = load_model(spec)
+    source = load_model(spec, foreign=foreign, data=data)
     dataset = load_dataset(data, source.preprocess)
     logits = source.predict(dataset.evaluation.x)
     result = {

@@ -25,6 +25,16 @@ class Artifact:
     manifest: dict[str, Any]
 
     @property
+    def foreign(self) -> bool:
+        """Made by another tool: its manifest was inferred from the file, and it has no source
+        model (so no baseline unless one is given)."""
+        return self.manifest.get("foreign") is not None
+
+    @property
+    def classifier(self) -> bool:
+        return not self.foreign or bool(self.manifest["foreign"].get("classifier"))
+
+    @property
     def target(self) -> str:
         return self.manifest["target"]
 
@@ -38,7 +48,14 @@ class Artifact:
 
     @property
     def label(self) -> str:
+        if self.foreign:  # the user's own file name says more than a guessed recipe
+            return f"{self.path.name} ({self.target}, {self.recipe})"
         return artifact_label(self.target, self.recipe, self.io_dtype)
+
+    @property
+    def assumed(self) -> list[str]:
+        """What edgekit inferred about a foreign file, one line each (nothing for its own)."""
+        return list((self.manifest.get("foreign") or {}).get("inferred", []))
 
     @property
     def model_name(self) -> str | None:
@@ -63,7 +80,10 @@ MANIFEST = {
     "file": {"name": str, "size": int, "sha256": str},
     "input": TENSOR,
     "output": TENSOR,
-    "preprocessing": dict[str, Any],
+    "preprocessing": dict[str, Any] | None,
+    "inputs": list[dict[str, Any]],
+    "outputs": list[dict[str, Any]],
+    "foreign": dict[str, Any] | None,
     "class_names": list[str],
     "source": {
         "name": str,
@@ -73,11 +93,12 @@ MANIFEST = {
     },
     "keep_float": list[str],
     "coverage": dict[str, Any] | None,
+    "audit": dict[str, Any] | None,
     "validation": dict[str, Any] | None,
     "details": dict[str, Any],
     "warnings": list[str],
 }
-REQUIRED = ("schema_version", "target", "recipe", "file", "input", "output", "preprocessing")
+REQUIRED = ("schema_version", "target", "recipe", "file", "input", "output")
 
 
 def validate_manifest(manifest: Any, where: str) -> None:
@@ -93,21 +114,31 @@ def validate_manifest(manifest: Any, where: str) -> None:
             f"{where}: manifest schema {manifest['schema_version']} is not one this edgekit "
             f"reads (1 to {SCHEMA_VERSION}); upgrade edgekit or re-export"
         )
-    preprocess_from_config(manifest["preprocessing"], f"{where}: preprocessing")
+    if manifest.get("preprocessing") is not None:
+        preprocess_from_config(manifest["preprocessing"], f"{where}: preprocessing")
     for side in ("input", "output"):
         quant = manifest[side].get("quantization")
         if quant is not None and not {"scale", "zero_point"} <= set(quant):
             raise UserInputError(f"{where}: {side}.quantization needs scale and zero_point")
 
 
-def load_artifact(path: str | Path, verify_digest: bool = True) -> Artifact:
-    """Open an artifact's manifest; a missing manifest or a digest mismatch is a one-line error."""
+def load_artifact(
+    path: str | Path, verify_digest: bool = True, foreign: Any = None, manifest: dict | None = None
+) -> Artifact:
+    """Open an artifact's manifest; without one (a file another tool made) describe the file
+    itself, with ``foreign`` (:class:`edgekit.foreign.ForeignOptions`) for what it cannot say.
+    ``manifest`` is one already read (a child process is handed its parent's). A digest
+    mismatch is a one-line error."""
     path = Path(path)
     if not path.is_file():
         raise UserInputError(f"{path}: artifact not found")
+    if manifest is not None:
+        return Artifact(path, manifest)
     mpath = manifest_path(path)
     if not mpath.is_file():
-        raise UserInputError(f"{path}: no manifest {mpath.name} beside it (export it with edgekit)")
+        from edgekit.foreign import describe_foreign
+
+        return Artifact(path, describe_foreign(path, foreign))
     try:
         manifest = json.loads(mpath.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

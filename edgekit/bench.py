@@ -98,6 +98,7 @@ def bench_artifacts(
     baseline: bool = True,
     timeout_s: float = 600.0,
     device_options: dict[str, Any] | None = None,
+    foreign: Any = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[LatencyRecord]:
     """Latency of ``artifacts`` on ``device`` and, where the device is the host's own, of each
@@ -105,7 +106,9 @@ def bench_artifacts(
     ``speedup_ci``. Returns the artifacts' records, then the baselines'."""
     protocol, guard = protocol or Protocol(), guard or NoiseGuard()
     where = get_device(device, **(device_options or {})) if isinstance(device, str) else device
-    loaded = [a if isinstance(a, Artifact) else load_artifact(a) for a in artifacts]
+    loaded = [
+        a if isinstance(a, Artifact) else load_artifact(a, foreign=foreign) for a in artifacts
+    ]
     records = [LatencyRecord.for_artifact(a, where.name, threads) for a in loaded]
     timers, timed = [], []
     probe: tuple[Artifact, LatencyRecord] | None = None
@@ -163,7 +166,12 @@ def _baselines(
 ) -> dict[str, tuple[BlockTimer | None, LatencyRecord]]:
     """One baseline per distinct source model, interleaved with the artifacts when the device
     is the baseline's own machine."""
-    if not wanted or where.traits().where != "host" or not where.traits().latency_comparable:
+    # a server pool interleaves the baseline too: torch on the same node's CUDA GPU
+    if (
+        not wanted
+        or where.traits().where not in ("host", "server")
+        or not where.traits().latency_comparable
+    ):
         return {}
     baselines: dict[str, tuple[BlockTimer | None, LatencyRecord]] = {}
     for artifact in loaded:

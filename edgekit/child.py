@@ -125,6 +125,7 @@ def predict_in_child(
     session_options: dict[str, Any] | None = None,
     timeout_s: float = 900.0,
     crash_for_test: str | None = None,
+    manifest: dict[str, Any] | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Logits of ``x`` (NCHW float32) from the artifact, computed in an isolated child."""
     with temporary_directory("edgekit-eval-") as tmp:
@@ -139,6 +140,7 @@ def predict_in_child(
             "input": str(inputs),
             "output": str(outputs),
             "crash_for_test": crash_for_test,
+            "manifest": manifest,
         }
         worker = WorkerProcess(request, timeout_s)
         try:

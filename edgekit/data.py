@@ -84,6 +84,37 @@ def load_dataset(spec: str, preprocess: Preprocess) -> Dataset:
     )
 
 
+def image_shape(spec: str) -> tuple[int, int, int] | None:
+    """The (C, H, W) of a dataset's images as stored, read without loading them all (None for
+    synthetic data, which takes the model's shape)."""
+    if spec == "digits":
+        return (1, 8, 8)
+    path = Path(spec)
+    if path.suffix == ".npz" and path.is_file():
+        try:
+            with np.load(path, allow_pickle=False) as archive:
+                shape = archive["x"].shape if "x" in archive.files else None
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+            return None  # load_dataset says what is wrong with the file
+        if shape is None or len(shape) not in (3, 4):
+            return None
+        if len(shape) == 3:
+            return (1, shape[1], shape[2])
+        if shape[1] in (1, 3) and shape[-1] not in (1, 3):
+            return (shape[1], shape[2], shape[3])
+        return (shape[3], shape[1], shape[2])
+    if path.is_dir():
+        for file in sorted(path.glob("*/*")):
+            if file.suffix.lower() in IMAGE_SUFFIXES:
+                try:
+                    with Image.open(file) as image:
+                        width, height = image.size
+                        return (1 if image.mode in ("L", "1", "I", "F") else 3, height, width)
+                except (UnidentifiedImageError, OSError):
+                    return None
+    return None
+
+
 def check_labels(spec: str, labels: np.ndarray, names: tuple[str, ...], pre: Preprocess) -> None:
     if len(names) != pre.num_classes:
         raise UserInputError(

@@ -67,7 +67,12 @@ def export_artifact(
             f"--io {io_dtype} applies to --recipe int8 on a target with integer I/O, not "
             f"{target}/{recipe}"
         )
-    reason = plugin.unsupported_reason(recipe, source, io_dtype)
+    exported_from = source
+    origin = _origin(source)
+    if source.framework not in plugin.frameworks and origin is not None:
+        # an .onnx source for a torch target: converted once (one line naming a missing op)
+        exported_from = origin.convert_source(source, target)
+    reason = plugin.unsupported_reason(recipe, exported_from, io_dtype)
     if reason:
         raise UnsupportedExport(f"{target}/{recipe}: not supported for {source.name}: {reason}")
     if dataset.num_classes != source.preprocess.num_classes:
@@ -88,7 +93,7 @@ def export_artifact(
     partial = out_dir / f".{final.name}.partial"
     journal(partial)
     request = ExportRequest(
-        source=source,
+        source=exported_from,
         recipe=recipe,
         output=partial,
         calibration=None if calibration is None else calibration.x,
@@ -101,6 +106,8 @@ def export_artifact(
         if not partial.is_file():
             raise UnsupportedExport(f"{target}/{recipe}: the exporter wrote no file")
         manifest = _manifest(source, target, recipe, calibration, info, partial)
+        if exported_from is not source:
+            manifest["details"]["converted_from_onnx"] = exported_from.notes[len(source.notes) :]
         manifest["keep_float"] = list(keep_float)
         validation_x = dataset.evaluation.x[:validation_samples]
         manifest["validation"] = _validate(plugin, partial, manifest, source, validation_x, spec)
@@ -108,6 +115,9 @@ def export_artifact(
         manifest["coverage"] = coverage.to_dict()
         manifest["transposes"] = coverage.transposes
         warnings = list(info.warnings) + _fallback_warnings(target, coverage)
+        census = _census_of(plugin, partial, manifest)
+        manifest["audit"], audit_warnings = _audit(final, census, recipe, io_dtype, keep_float)
+        warnings += audit_warnings
         manifest["warnings"] = warnings
         passed = manifest["validation"]["passed"]
         destination = final if passed else final.with_name(final.name + ".rejected")
@@ -125,6 +135,14 @@ def export_artifact(
             f"{figures['max_abs_diff']:.3g}; kept under the .rejected name"
         )
     return ExportResult(Artifact(final, manifest), time.perf_counter() - started, warnings)
+
+
+def _origin(source: SourceModel) -> Any:
+    """The target that loaded a model-file source (an .onnx), else None."""
+    from edgekit.targets import target_for_suffix
+
+    name = target_for_suffix(Path(source.spec).suffix)
+    return get_target(name) if name is not None and get_target(name).loads_source else None
 
 
 def check_space(out_dir: Path, source: SourceModel) -> None:
@@ -193,6 +211,34 @@ def _validate(
     )
     figures["split"] = "evaluation"
     return figures
+
+
+def _census_of(plugin: Any, path: Path, manifest: dict[str, Any]) -> Any:
+    import inspect
+
+    try:
+        # the manifest gives a .pte its module paths; a plugin target may predate the argument
+        if "manifest" in inspect.signature(plugin.census).parameters:
+            return plugin.census(path, manifest)
+        return plugin.census(path)
+    except NotImplementedError:
+        return None
+
+
+def _audit(
+    path: Path, census: Any, recipe: str, io_dtype: str, keep_float: tuple[str, ...]
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """``edgekit audit --expect RECIPE`` on the file just written: its summary for the manifest
+    and one warning per way the file is not what the recipe promises."""
+    from edgekit.audit import audit_file
+
+    if census is None:  # a plugin target without an op census: nothing to audit
+        return None, []
+    io = "int8" if io_dtype == "int8" else "float"
+    report = audit_file(path, recipe, io, census=census, kept_float=keep_float)
+    summary = report.summary()
+    reasons = [reason for check in report.checks if not check.passed for reason in check.reasons]
+    return summary, [f"audit --expect {recipe}: {reason}" for reason in reasons]
 
 
 def _fallback_warnings(target: str, coverage: Any) -> list[str]:

@@ -92,3 +92,15 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def read_toml(path: Path | str) -> dict[str, Any]:
+    """A TOML file's tables; a missing or malformed file is one line of bad input."""
+    import tomllib
+
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserInputError(f"{path}: config file not found") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UserInputError(f"{path}: not valid TOML ({exc})") from None

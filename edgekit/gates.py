@@ -17,7 +17,6 @@ from edgekit.bench import measure
 from edgekit.devices import DEFAULT_DEVICE, get_device
 from edgekit.errors import UserInputError
 from edgekit.latency import LatencyRecord, NoiseGuard, Protocol
-from edgekit.preprocess import Preprocess
 from edgekit.results import Results
 from edgekit.stats import band_of, widen
 
@@ -48,6 +47,14 @@ def accuracy_gates(
 ) -> list[GateResult]:
     results = []
     name, device = record.label, record.device
+    if record.drop_points is None and any(
+        b is not None for b in (max_drop, min_agreement, min_sqnr)
+    ):
+        raise UserInputError(
+            f"{record.artifact}: no baseline to measure a drop, agreement or SQNR against (a "
+            "file another tool made has no source model here); its top-1 on the labels is "
+            f"{100 * record.top1:.2f} %"
+        )
     if max_drop is not None:
         low, high = record.drop_ci
         measured = record.drop_points if point_estimate else high
@@ -145,7 +152,7 @@ def run_accuracy_gates(
 
 
 def _input_shape(artifact: Artifact) -> tuple[int, ...]:
-    return Preprocess.from_dict(artifact.manifest["preprocessing"]).input_shape()
+    return tuple(artifact.manifest["input"]["shape"])
 
 
 def latency_regression(
@@ -157,6 +164,7 @@ def latency_regression(
     protocol: Protocol | None = None,
     guard: NoiseGuard | None = None,
     device_options: dict[str, Any] | None = None,
+    foreign: Any = None,
     synthetic_delay_ms: float | None = None,
 ) -> GateResult:
     """``candidate`` against ``reference``, interleaved with a second session of the reference
@@ -165,11 +173,15 @@ def latency_regression(
     ``synthetic_delay_ms`` slows the candidate by a known amount (the benchmarks use it)."""
     if max_regression_pct < 0:
         raise UserInputError(f"--max-latency-regression must be >= 0 %, got {max_regression_pct}")
-    new = candidate if isinstance(candidate, Artifact) else load_artifact(candidate)
-    old = reference if isinstance(reference, Artifact) else load_artifact(reference)
+    new = (
+        candidate if isinstance(candidate, Artifact) else load_artifact(candidate, foreign=foreign)
+    )
+    old = (
+        reference if isinstance(reference, Artifact) else load_artifact(reference, foreign=foreign)
+    )
     if _input_shape(new) != _input_shape(old):
         raise UserInputError(
-            f"{old.path}: its input {list(_input_shape(old))} (NCHW) is not the candidate's "
+            f"{old.path}: its input {list(_input_shape(old))} is not the candidate's "
             f"{list(_input_shape(new))}: a latency ratio of different inputs means nothing"
         )
     where = get_device(device, **(device_options or {}))

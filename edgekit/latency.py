@@ -94,6 +94,8 @@ class LatencyRecord:
     # interval is widened by it, since rounds alone cannot see differences between sessions
     noise_band: float | None = None
     warnings: list[str] = field(default_factory=list)
+    assumed: list[str] = field(default_factory=list)  # what was inferred about a foreign file
+    hints: list[str] = field(default_factory=list)  # why int8/fp16 is not faster than fp32
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,6 +113,7 @@ class LatencyRecord:
             recipe=artifact.recipe,
             model=artifact.model_name,
             size_bytes=artifact.size_bytes,
+            assumed=artifact.assumed,
         )
 
     def fill(self, blocks: list[Block], rounds_used: list[int]) -> None:

@@ -9,26 +9,23 @@ and renamed into place at the end, so an interrupted run leaves no partial direc
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from edgekit.accuracy import AccuracyRecord, evaluate_artifact
 from edgekit.artifact import Artifact
-from edgekit.bench import bench_artifacts
+from edgekit.cells import PoolResult, device_pool, export_all
 from edgekit.data import Dataset, load_dataset
-from edgekit.devices import get_device
-from edgekit.errors import DeviceUnavailable, EdgekitError
-from edgekit.export import export_artifact
+from edgekit.errors import EdgekitError
 from edgekit.fileio import journal, write_json_atomic
-from edgekit.latency import LatencyRecord, NoiseGuard, Protocol
 from edgekit.machine import fingerprint
 from edgekit.models import load_model
 from edgekit.report import build_report
 from edgekit.report.history import record_run
-from edgekit.report.recommend import Recommendation, recommend
+from edgekit.report.recommend import Recommendation, recommend_each
 from edgekit.results import RESULTS_SCHEMA_VERSION, Results, Row
 from edgekit.run_config import RunConfig
 from edgekit.source import SourceModel
@@ -42,7 +39,12 @@ class RunResult:
     run_dir: Path
     results: Results
     report: dict[str, Path]
-    recommendation: Recommendation
+    recommendations: dict[str, Recommendation]  # model -> its recommendation, in run order
+
+    @property
+    def recommendation(self) -> Recommendation:
+        """The first model's (the only one, in a single-model run)."""
+        return next(iter(self.recommendations.values()))
 
     @property
     def failed(self) -> list[Row]:
@@ -57,15 +59,22 @@ def run_matrix(
     config: RunConfig,
     progress: Progress | None = None,
     history: Path | None = None,
+    foreign: Any = None,
+    executor: Any = None,
 ) -> RunResult:
     """Export, validate, evaluate and benchmark every combination; write the run directory,
-    its report and its history record; return them with the recommendation."""
+    its report and its history record; return them with the recommendation.
+
+    ``config.model`` names one model or several (``a,b,c``: one report, a section per model);
+    a model may be a file another tool made: an ``.onnx`` is a source model (exported to every
+    target); a ``.tflite`` or ``.pte`` is measured as it is on every device (copied into the
+    run directory; ``foreign`` says what the file cannot). ``executor`` runs the cells: this
+    process (None), or a cluster (:class:`edgekit.cluster.executor.ClusterExecutor`)."""
     config.validate()
     say = progress or (lambda message: None)
-    source = load_model(config.model, quiet=True)
-    dataset = load_dataset(config.data, source.preprocess)
+    models = subjects(config, foreign)
     created = datetime.now(UTC)
-    name = config.name or source.name
+    name = config.name or "+".join(model.name for model in models)[:60]
     final = Path(config.runs_dir) / f"{created.strftime('%Y%m%d-%H%M%S')}-{name}"
     if final.exists():
         raise EdgekitError(f"{final}: a run directory of that name exists already")
@@ -73,228 +82,185 @@ def run_matrix(
     (partial / "artifacts").mkdir(parents=True)
     journal(partial)
     try:
-        results = _measure(config, source, dataset, partial, final.name, created, say)
+        for model in models:
+            if model.given is not None:
+                copy = partial / "artifacts" / model.given.path.name
+                shutil.copy2(model.given.path, copy)
+                model.given = Artifact(copy, model.given.manifest)
+        results = measure(config, models, partial, final.name, created, say, executor)
         write_json_atomic(partial / "results.json", results.to_dict())
         say("report")
         build_report(partial)
         partial.rename(final)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
-    record_run(results, final, history)
-    report = {
-        "md": final / "report.md",
-        "html": final / "report.html",
-        "json": final / "report.json",
-    }
-    return RunResult(final, results, report, recommend(results.rows, config.max_drop))
+    return finish(results, final, history, config)
 
 
-def _measure(
+def finish(results: Results, run_dir: Path, history: Path | None, config: RunConfig) -> RunResult:
+    record_run(results, run_dir, history)
+    report = {key: run_dir / f"report.{key}" for key in ("md", "html", "json")}
+    advice = recommend_each(results.rows, config.max_drop, config.point_estimate)
+    return RunResult(run_dir, results, report, advice)
+
+
+@dataclass
+class Subject:
+    """One model of a run: a source model, or a file measured as it is, and its dataset."""
+
+    spec: str
+    data: str
+    source: SourceModel | None
+    given: Artifact | None
+    dataset: Dataset | None
+
+    @property
+    def name(self) -> str:
+        return self.source.name if self.source is not None else self.given.path.stem
+
+    def info(self, macs: int | None) -> dict[str, Any]:
+        if self.source is not None:
+            return {"spec": self.source.spec, "name": self.source.name,
+                    "digest": self.source.digest, "load_options": self.source.load_options,
+                    "macs": macs}  # fmt: skip
+        manifest = self.given.manifest
+        return {"spec": self.spec, "name": self.name, "digest": manifest["file"]["sha256"],
+                "load_options": {}, "foreign": manifest["foreign"], "macs": macs}  # fmt: skip
+
+    def data_info(self) -> dict[str, Any]:
+        return {
+            "spec": self.data if self.dataset is not None else None,
+            "digest": self.dataset.digest if self.dataset is not None else None,
+            "evaluation_samples": len(self.dataset.evaluation) if self.dataset is not None else 0,
+        }
+
+
+def subjects(config: RunConfig, foreign: Any = None) -> list[Subject]:
+    found = []
+    for spec in config.model_specs():
+        data = config.data_for.get(spec, config.data)
+        given = _given_artifact(spec, foreign)
+        source = None if given else load_model(spec, quiet=True, foreign=foreign, data=data)
+        found.append(Subject(spec, data, source, given, _dataset(data, source, given)))
+    return found
+
+
+class LocalExecutor:
+    """Every cell in this process, one after the other (the default)."""
+
+    def __init__(self) -> None:
+        self.timings: list[dict[str, Any]] = []  # each export's own time and node
+
+    def export_all(self, config: RunConfig, source: SourceModel, dataset: Dataset,
+                   out_dir: Path, say: Progress) -> tuple[list[Artifact], list[Row]]:  # fmt: skip
+        return export_all(config, source, dataset, out_dir, say, self.timings)
+
+    def export_many(self, jobs: list[tuple[RunConfig, SourceModel, Dataset]], out_dir: Path,
+                    say: Progress) -> list[tuple[list[Artifact], list[Row]]]:  # fmt: skip
+        """Every model's exports (a cluster runs them all at once)."""
+        return [self.export_all(c, source, dataset, out_dir, say) for c, source, dataset in jobs]
+
+    def device_pools(self, config: RunConfig, exported: list[Artifact],
+                     source: SourceModel | None, dataset: Dataset | None,
+                     say: Progress) -> list[PoolResult]:  # fmt: skip
+        return [device_pool(config, d, exported, source, dataset, say) for d in config.devices]
+
+
+def _given_artifact(spec: str, foreign: Any) -> Artifact | None:
+    """A .tflite/.pte given as the model: measured as it is (an .onnx is a source model)."""
+    from edgekit.artifact import load_artifact
+    from edgekit.targets import get_target, target_for_suffix
+
+    name = target_for_suffix(Path(spec).suffix)
+    if name is None or get_target(name).loads_source:
+        return None
+    return load_artifact(Path(spec), foreign=foreign)
+
+
+def _dataset(spec: str, source: SourceModel | None, given: Artifact | None) -> Dataset | None:
+    if source is not None:
+        return load_dataset(spec, source.preprocess)
+    if not given.classifier:
+        return None  # latency only, on inputs made from the file's own specs
+    from edgekit.accuracy import dataset_for
+
+    return dataset_for(given, spec)
+
+
+def measure(
     config: RunConfig,
-    source: SourceModel,
-    dataset: Dataset,
+    models: list[Subject],
     run_dir: Path,
     run_id: str,
     created: datetime,
     say: Progress,
+    executor: Any = None,
+    keep: list[Row] | None = None,
 ) -> Results:
+    """Every model's cells (``keep``: rows a resumed run already has), merged into one
+    results file: one row per artifact x device x threads, one baseline per model and pool."""
     from edgekit.peak import measure_peaks
+    from edgekit.run_profile import hint_rows
 
-    protocol = Protocol(config.warmup, config.min_runs, config.min_seconds, rounds=config.rounds)
-    guard = NoiseGuard(enabled=config.noise_guard)
+    executor = executor or LocalExecutor()
     say("measuring the machine's matmul peaks")
     peaks = {str(threads): measure_peaks(threads) for threads in config.threads}
-    exported, rows = _export_all(config, source, dataset, run_dir / "artifacts", protocol, say)
-    for device in config.devices:
-        for row in _device_rows(config, device, exported, source, dataset, protocol, guard, say):
-            # each device pool interleaves its own baseline; the report keeps the first one
-            if row.kind == "baseline" and any(
-                r.kind == "baseline" and r.threads == row.threads for r in rows
-            ):
-                continue
-            rows.append(row)
-    macs = _macs(source)
-    for row in rows:
-        _derive(row, peaks, macs)
+    rows, profiles, infos = list(keep or []), [], []
+    started = time.perf_counter()
+    made = _export_phase(config, models, run_dir / "artifacts", say, executor)
+    phases: dict[str, Any] = {"export_s": time.perf_counter() - started}
+    started = time.perf_counter()
+    for model in models:
+        settings = replace(config, model=model.spec, data=model.data)
+        exported, failed = made[model.spec]
+        mine = list(failed)
+        for pool in executor.device_pools(settings, exported, model.source, model.dataset, say):
+            profiles += pool.profiles
+            for row in pool.rows:
+                # each device pool interleaves its own baseline; the report keeps the first one
+                if row.kind == "baseline" and any(
+                    r.kind == "baseline" and r.threads == row.threads for r in mine
+                ):
+                    continue
+                mine.append(row)
+        macs = _macs(model.source, model.given)
+        for row in mine:
+            row.model = row.model or model.name
+            _derive(row, peaks, macs)
+        rows += mine
+        infos.append((model.info(macs), model.data_info()))
+    phases["devices_s"] = time.perf_counter() - started
+    phases["exports"] = list(getattr(executor, "timings", []))
+    hint_rows(rows, run_dir)
     run = {
         "id": run_id,
-        "name": config.name or source.name,
+        "name": config.name or "+".join(info["name"] for info, _ in infos),
         "created": created.isoformat(timespec="seconds"),
-        "model": {
-            "spec": source.spec,
-            "name": source.name,
-            "digest": source.digest,
-            "macs": macs,
-            "load_options": source.load_options,
-        },
-        "data": {
-            "spec": config.data,
-            "digest": dataset.digest,
-            "evaluation_samples": len(dataset.evaluation),
-        },
+        "model": infos[0][0],
+        "data": infos[0][1],
+        "models": [{**info, "data": data} for info, data in infos],
         "config": asdict(config),
         "machine": fingerprint(versions=runtime_versions()),
         "peaks": peaks,
+        "profiles": profiles,
+        "phases": phases,  # where the run's wall time went: exports, then the device pools
     }
     return Results(run, rows, RESULTS_SCHEMA_VERSION)
 
 
-def _export_all(
-    config: RunConfig,
-    source: SourceModel,
-    dataset: Dataset,
-    out_dir: Path,
-    protocol: Protocol,
-    say: Progress,
-) -> tuple[list[Artifact], list[Row]]:
-    exported: list[Artifact] = []
-    rows: list[Row] = []
-    for target in config.targets:
-        for recipe in config.recipes:
-            say(f"export {target}/{recipe}")
-            try:
-                if recipe == "int8" and config.accuracy_aware:
-                    from edgekit.accuracy_aware import export_accuracy_aware
-
-                    aware = export_accuracy_aware(
-                        source, dataset, target, config.max_drop, out_dir,
-                        config.calibration_samples, point_estimate=config.point_estimate,
-                    )  # fmt: skip
-                    exported.append(aware.artifact)
-                    continue
-                result = export_artifact(
-                    source, dataset, target, recipe, out_dir, config.calibration_samples
-                )
-                exported.append(result.artifact)
-            except EdgekitError as exc:
-                rows.append(_failed(target, recipe, None, None, exc, stage="export"))
-    return exported, rows
-
-
-def _device_rows(
-    config: RunConfig,
-    device: str,
-    exported: list[Artifact],
-    source: SourceModel,
-    dataset: Dataset,
-    protocol: Protocol,
-    guard: NoiseGuard,
-    say: Progress,
-) -> list[Row]:
-    where = get_device(device, **config.device_options(device))
-    traits = where.traits()
-    accuracy: dict[str, AccuracyRecord] = {}
-    rows: list[Row] = []
-    runnable = []
-    for artifact in exported:
-        reason = where.unavailable_reason(artifact)
-        if reason:
-            for threads in config.threads:
-                rows.append(_failed(artifact.target, artifact.recipe, device, threads,
-                                    DeviceUnavailable(reason), artifact))  # fmt: skip
-            continue
-        if traits.predicts:
-            say(f"evaluate {artifact.label} on {device}")
-            try:
-                accuracy[artifact.label] = evaluate_artifact(
-                    str(artifact.path), config.data, where, source=source, dataset=dataset
-                )
-            except EdgekitError as exc:
-                for threads in config.threads:
-                    rows.append(_failed(artifact.target, artifact.recipe, device, threads,
-                                        exc, artifact))  # fmt: skip
-                continue
-        runnable.append(artifact)
-    if not runnable:
-        return rows
-    sample = dataset.evaluation.x[:1]
-    for threads in config.threads:
-        say(f"bench {len(runnable)} artifact(s) on {device}, {threads} thread(s), interleaved")
-        records = bench_artifacts(
-            runnable, where, threads, protocol, guard, sample, True, config.timeout,
-            progress=say,
-        )  # fmt: skip
-        for record in records:
-            if record.artifact is None:  # the baseline of this pool
-                rows.append(_row(record, None, None))
-                continue
-            artifact = next(a for a in runnable if str(a.path) == record.artifact)
-            found = accuracy.get(artifact.label)
-            rows.append(_row(record, artifact, None if found is None else found.to_dict()))
-    return rows
-
-
-def _row(record: LatencyRecord, artifact: Artifact | None, accuracy: dict | None) -> Row:
-    row = Row(
-        kind="artifact" if artifact is not None else "baseline",
-        target=record.target or "baseline",
-        recipe=record.recipe or "fp32",
-        device=record.device,
-        threads=record.threads,
-        status=record.status,
-        error=record.error,
-        model=record.model,
-        latency=record.stats,
-        samples_ms=record.samples_ms,
-        rounds_ms=record.rounds_ms,
-        block_runs=record.block_runs,
-        load_ms=record.load_ms,
-        first_ms=record.first_ms,
-        peak_rss_mb=record.peak_rss_mb,
-        foreign_cpu=record.foreign_cpu,
-        steal=record.steal,
-        disturbed=record.disturbed,
-        attempts=record.attempts,
-        runtime=record.runtime,
-        traits=record.traits,
-        fingerprint=record.fingerprint,
-        interleaved_with=record.interleaved_with,
-        warnings=list(record.warnings),
-        accuracy=accuracy,
-        speedup=record.speedup if record.traits.get("latency_comparable") else None,
-        speedup_ci=record.speedup_ci if record.traits.get("latency_comparable") else None,
-        noise_band=record.noise_band,
-    )
-    if artifact is not None:
-        _describe_artifact(row, artifact)
-    return row
-
-
-def _describe_artifact(row: Row, artifact: Artifact) -> None:
-    manifest = artifact.manifest
-    row.artifact = f"artifacts/{artifact.path.name}"
-    row.size_bytes = manifest["file"]["size"]
-    row.validation = manifest.get("validation")
-    row.coverage = manifest.get("coverage")
-    row.export_warnings = list(manifest.get("warnings", []))
-    row.io_dtype = manifest["input"]["dtype"]
-    row.keep_float = list(manifest.get("keep_float", []))
-    row.accuracy_aware = manifest.get("accuracy_aware")
-
-
-def _failed(
-    target: str,
-    recipe: str,
-    device: str | None,
-    threads: int | None,
-    error: EdgekitError,
-    artifact: Artifact | None = None,
-    stage: str = "run",
-) -> Row:
-    unavailable = isinstance(error, DeviceUnavailable)  # a device this machine lacks
-    row = Row(
-        kind="artifact",
-        target=target,
-        recipe=recipe,
-        device=device,
-        threads=threads,
-        status="unavailable" if unavailable else "failed",
-        stage=stage,
-        error=str(error),
-    )
-    if artifact is not None:
-        _describe_artifact(row, artifact)
-    return row
+def _export_phase(config: RunConfig, models: list[Subject], out_dir: Path, say: Progress,
+                  executor: Any) -> dict[str, tuple[list[Artifact], list[Row]]]:  # fmt: skip
+    """Every model's exports, by model spec: all at once where the executor can (a cluster
+    spreads them over its nodes); a file given as it is has none."""
+    wanted = [m for m in models if m.given is None]
+    jobs = [(replace(config, model=m.spec, data=m.data), m.source, m.dataset) for m in wanted]
+    if hasattr(executor, "export_many"):
+        results = executor.export_many(jobs, out_dir, say)
+    else:
+        results = [executor.export_all(*job, out_dir, say) for job in jobs]
+    made = {m.spec: result for m, result in zip(wanted, results, strict=True)}
+    made.update({m.spec: ([m.given], []) for m in models if m.given is not None})
+    return made
 
 
 def _derive(row: Row, peaks: dict[str, dict[str, float]], macs: int | None) -> None:
@@ -305,16 +271,26 @@ def _derive(row: Row, peaks: dict[str, dict[str, float]], macs: int | None) -> N
         return
     row.gflops = 2 * macs / (p50 / 1e3) / 1e9
     peak = peaks.get(str(row.threads), {})
-    int8_share = (row.coverage or {}).get("int8_fraction") or 0.0
+    int8_share = (row.coverage or {}).get("int8_fraction")
+    if int8_share is None:  # a file edgekit did not make: its audit's share of int8 MACs
+        int8_share = (row.audit or {}).get("compute", {}).get("int8", {}).get("mac_share", 0.0)
     row.peak_kind = "int8" if row.recipe.startswith("int8") and int8_share >= 0.5 else "fp32"
     reference = peak.get("int8_gops" if row.peak_kind == "int8" else "fp32_gflops")
     if reference and row.traits.get("where") == "host" and row.latency_comparable:
         row.peak_fraction = row.gflops / reference
 
 
-def _macs(source: SourceModel) -> int | None:
-    if source.framework != "torch":
-        return None
+def _macs(source: SourceModel | None, given: Artifact | None = None) -> int | None:
+    """Multiply-accumulates of one inference: counted on the torch module, else read from the
+    file's op census (an ONNX source, a file given as it is)."""
+    if source is None or source.framework != "torch":
+        from edgekit.targets import get_target, target_for_suffix
+
+        path = given.path if source is None else Path(source.spec)
+        name = target_for_suffix(path.suffix)
+        if name is None:  # a Keras source: no census of a .keras file
+            return None
+        return sum(op.macs for op in get_target(name).census(path).ops) or None
     import torch
 
     from edgekit.architectures import count_macs
@@ -326,7 +302,10 @@ def matrix_summary(result: RunResult) -> dict[str, Any]:
     """What the CLI prints after a run (and ``--json`` gives)."""
     return {
         "run_dir": str(result.run_dir),
-        "recommendation": result.recommendation.summary,
+        "recommendation": result.recommendation.summary
+        if len(result.recommendations) == 1
+        else "one per model: see recommendations",
+        "recommendations": {model: r.summary for model, r in result.recommendations.items()},
         "failed": [row.label for row in result.failed],
         "unavailable": [row.label for row in result.unavailable],
         "report": {key: str(path) for key, path in result.report.items()},

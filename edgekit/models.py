@@ -4,15 +4,21 @@ A model spec is one of:
 - a zoo name (``digits-mobilenet``, also written ``zoo:digits-mobilenet``);
 - ``package.module:factory``, optionally with a state-dict file loaded with ``weights_only=True``;
 - a ``.pt2`` file saved with ``torch.export.save``;
-- a Keras ``.keras`` file.
+- a Keras ``.keras`` file;
+- an ``.onnx`` file (:mod:`edgekit.targets.onnx.source`).
+
+A ``module:factory`` model that does not declare its input shape takes it from ``--input-shape``,
+else from the dataset (said in a warning).
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import logging
 import pickle
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +28,20 @@ from edgekit.preprocess import Preprocess, preprocess_from_config
 from edgekit.source import SourceModel, torch_digest
 from edgekit.zoo import DEFAULT_MODEL
 
+log = logging.getLogger("edgekit")
+
 
 def load_model(
     spec: str = DEFAULT_MODEL,
     weights: str | Path | None = None,
     input_shape: tuple[int, int, int] | None = None,
     quiet: bool = False,
+    foreign: Any = None,
+    data: str | None = None,
 ) -> SourceModel:
-    """Resolve a model spec (see the module docstring) to a :class:`SourceModel`."""
+    """Resolve a model spec (see the module docstring) to a :class:`SourceModel`. ``foreign``
+    (ForeignOptions) describes an .onnx file; ``data`` is the dataset a shapeless factory takes
+    its input shape from."""
     name = spec.removeprefix("zoo:")
     if name in zoo.ZOO:
         if weights is not None:
@@ -42,33 +54,116 @@ def load_model(
         return _load_exported_program(path)
     if path.suffix in (".keras", ".h5"):
         return _load_keras(path)
+    loader = _source_target(path)
+    if loader is not None:
+        return _load_model_file(path, loader, foreign, input_shape)
     if ":" in spec and not path.exists():
-        return _load_factory(spec, weights, input_shape)
+        return _load_factory(spec, weights, input_shape, data)
     if path.exists():
-        raise UserInputError(f"{spec}: unknown model file type (expected .pt2 or .keras)")
+        raise UserInputError(f"{spec}: unknown model file type (expected .pt2, .keras or .onnx)")
     raise UserInputError(
         f"{spec}: not a zoo model, a file, or package.module:factory (zoo: {', '.join(zoo.ZOO)})"
     )
+
+
+def _source_target(path: Path) -> Any:
+    """The target whose files can be source models, for this suffix (an .onnx), else None."""
+    from edgekit.targets import get_target, target_for_suffix
+
+    name = target_for_suffix(path.suffix)
+    return get_target(name) if name is not None and get_target(name).loads_source else None
+
+
+def _load_model_file(
+    path: Path, loader: Any, foreign: Any, input_shape: tuple[int, int, int] | None
+) -> SourceModel:
+    """A model file another tool made, as the source: described like any foreign file."""
+    from edgekit.foreign import ForeignOptions, describe_foreign
+
+    options = foreign or ForeignOptions()
+    if input_shape is not None:
+        options = replace(options, input_shape=input_shape)
+    if not path.is_file():
+        raise UserInputError(f"{path}: model file not found")
+    described = describe_foreign(path, options)
+    if not described["foreign"]["classifier"]:
+        raise UserInputError(
+            f"{path}: as a source model edgekit needs an image classifier, but "
+            f"{described['foreign']['not_a_classifier']}"
+        )
+    given = {k: list(v) if isinstance(v, tuple) else v for k, v in options.given().items()}
+    return loader.load_source(path, described, {"foreign": given})
 
 
 def _preprocess_from(
     module: Any, input_shape: tuple[int, int, int] | None, spec: str
 ) -> Preprocess:
     """Preprocessing from the module's ``edgekit_preprocess`` dict, else from ``input_shape``."""
+    config = _declared(module, spec)
+    if input_shape is not None:
+        channels, height, width = input_shape
+        config.update(channels=channels, input_size=(height, width))
+        if "class_names" not in config and "num_classes" not in config:
+            config["num_classes"] = _output_width(module, input_shape, spec)
+    return preprocess_from_config(config, f"{spec}: edgekit_preprocess")
+
+
+def _output_width(module: Any, input_shape: tuple[int, int, int], spec: str) -> int:
+    """The class count of a module that does not declare it: its output on a zero input."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            out = module(torch.zeros(1, *input_shape))
+    except Exception as exc:
+        shape = "x".join(map(str, input_shape))
+        raise UserInputError(
+            f"{spec}: the model does not run on a {shape} (C,H,W) input "
+            f"({type(exc).__name__}: {first_line(exc)}); pass --input-shape"
+        ) from None
+    if not hasattr(out, "shape") or out.ndim != 2 or out.shape[-1] < 2:
+        raise UserInputError(
+            f"{spec}: the model's output {tuple(getattr(out, 'shape', ()))} is not one vector "
+            "of class scores per image"
+        )
+    return int(out.shape[-1])
+
+
+def _declared(module: Any, spec: str) -> dict[str, Any]:
     config = getattr(module, "edgekit_preprocess", None) or {}
     if not isinstance(config, dict):
         raise UserInputError(
             f"{spec}: edgekit_preprocess must be a dict, got {type(config).__name__}"
         )
-    config = dict(config)
-    if input_shape is not None:
-        channels, height, width = input_shape
-        config.update(channels=channels, input_size=(height, width))
-    return preprocess_from_config(config, f"{spec}: edgekit_preprocess")
+    return dict(config)
+
+
+def _shape_from_data(
+    module: Any, spec: str, input_shape: tuple[int, int, int] | None, data: str | None
+) -> tuple[tuple[int, int, int] | None, list[str]]:
+    """``--input-shape`` wins; a module that declares its shape keeps it; otherwise the
+    dataset's image shape, said in a warning."""
+    declared = _declared(module, spec)
+    if input_shape is not None or data is None or {"channels", "input_size"} <= set(declared):
+        return input_shape, []
+    from edgekit.data import image_shape
+
+    shape = image_shape(data)
+    if shape is None:
+        return None, []
+    note = (
+        f"{spec}: input shape {','.join(map(str, shape))} (C,H,W) taken from the data {data} "
+        "(the model does not declare one; --input-shape overrides)"
+    )
+    log.warning(note)
+    return shape, [note]
 
 
 def _load_factory(
-    spec: str, weights: str | Path | None, input_shape: tuple[int, int, int] | None
+    spec: str,
+    weights: str | Path | None,
+    input_shape: tuple[int, int, int] | None,
+    data: str | None = None,
 ) -> SourceModel:
     import torch
 
@@ -88,6 +183,7 @@ def _load_factory(
     if weights is not None:
         _load_state_dict(module, Path(weights))
     module.eval()
+    input_shape, notes = _shape_from_data(module, spec, input_shape, data)
     preprocess = _preprocess_from(module, input_shape, spec)
     options: dict[str, Any] = {}
     if weights is not None:
@@ -95,8 +191,9 @@ def _load_factory(
     if input_shape is not None:
         options["input_shape"] = list(input_shape)
     return SourceModel(
-        attr, "torch", module, preprocess, torch_digest(module), spec, load_options=options
-    )
+        attr, "torch", module, preprocess, torch_digest(module), spec, load_options=options,
+        notes=notes,
+    )  # fmt: skip
 
 
 def _load_state_dict(module: Any, path: Path) -> None:
@@ -209,9 +306,15 @@ def reload_model(info: dict[str, Any], quiet: bool = True) -> SourceModel:
     """The source model a manifest or request describes (spec + its load options)."""
     options = info.get("load_options") or {}
     shape = options.get("input_shape")
+    foreign = None
+    if "foreign" in options:
+        from edgekit.foreign import ForeignOptions
+
+        foreign = ForeignOptions.from_dict(options["foreign"], info["spec"])
     return load_model(
         info["spec"],
         weights=options.get("weights"),
         input_shape=None if shape is None else tuple(shape),
         quiet=quiet,
+        foreign=foreign,
     )

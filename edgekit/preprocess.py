@@ -25,6 +25,7 @@ class Preprocess:
     class_names: tuple[str, ...]
     layout: str = "NCHW"
     notes: dict[str, Any] = field(default_factory=dict)
+    scale: float = 1.0  # images in [0, 1] are multiplied by it first (255: a 0..255 model)
 
     @property
     def num_classes(self) -> int:
@@ -40,7 +41,7 @@ class Preprocess:
         images = resize_images(to_channels(images, self.channels), self.input_size)
         mean = np.asarray(self.mean, np.float32).reshape(1, 1, 1, -1)
         std = np.asarray(self.std, np.float32).reshape(1, 1, 1, -1)
-        normalised = (images - mean) / std
+        normalised = (images * np.float32(self.scale) - mean) / std
         return np.ascontiguousarray(normalised.transpose(0, 3, 1, 2), dtype=np.float32)
 
     def to_dict(self) -> dict[str, Any]:
@@ -142,6 +143,9 @@ def preprocess_from_config(config: dict[str, Any], where: str) -> Preprocess:
     layout = config.get("layout", "NCHW")
     if layout not in LAYOUTS:
         raise fail(f"'layout' must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    scale = config.get("scale", 1.0)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
+        raise fail(f"'scale' must be a positive number, got {scale!r}")
     return Preprocess(
         input_size=(int(size[0]), int(size[1])),
         channels=int(channels),
@@ -149,4 +153,5 @@ def preprocess_from_config(config: dict[str, Any], where: str) -> Preprocess:
         std=stats["std"],
         class_names=tuple(str(n) for n in names),
         layout=layout,
+        scale=float(scale),
     )

@@ -80,6 +80,11 @@ class Row:
     peak_fraction: float | None = None
     peak_kind: str | None = None  # which measured peak the fraction divides by
     hints: list[str] = field(default_factory=list)  # why int8/fp16 does not pay, when it does not
+    assumed: list[str] = field(default_factory=list)  # what was inferred about a foreign file
+    audit: dict[str, Any] | None = None  # edgekit audit's summary of the file
+    node: str | None = None  # the machine (cluster node) that measured the row
+    bench_started: str | None = None  # the window of the row's benchmark pool (UTC, ISO)
+    bench_finished: str | None = None
 
     @property
     def precision(self) -> str:
@@ -112,11 +117,12 @@ class Row:
 
     @property
     def drop(self) -> float | None:
-        return None if not self.accuracy else self.accuracy["drop_points"]
+        return None if not self.accuracy else self.accuracy.get("drop_points")
 
     @property
     def drop_high(self) -> float | None:
-        return None if not self.accuracy else self.accuracy["drop_ci"][1]
+        ci = (self.accuracy or {}).get("drop_ci")
+        return None if not ci else ci[1]
 
     @property
     def latency_comparable(self) -> bool:
@@ -154,14 +160,14 @@ REQUIRED_ROW_FIELDS = ("kind", "target", "recipe", "status")
 ACCURACY = {
     "samples": int,
     "top1": float,
-    "baseline_top1": float,
-    "drop_points": float,
-    "drop_ci": tuple[float, float],
-    "agreement": float,
+    "baseline_top1": float | None,
+    "drop_points": float | None,
+    "drop_ci": tuple[float, float] | None,
+    "agreement": float | None,
     "sqnr_db": float | None,
-    "max_abs_diff": float,
-    "mean_abs_diff": float,
-    "mcnemar": dict[str, float],
+    "max_abs_diff": float | None,
+    "mean_abs_diff": float | None,
+    "mcnemar": dict[str, float] | None,
     "top5": float | None,
     "changed_classes": list[dict[str, Any]],
     "versus_host": {
@@ -187,10 +193,11 @@ RUN = {
     "name": str,
     "created": str,
     "model": {"spec": str, "name": str, "digest": str, "macs": int | None},
-    "data": {"spec": str, "digest": str, "evaluation_samples": int},
+    "data": {"spec": str | None, "digest": str | None, "evaluation_samples": int},
     "config": {"max_drop": float, "point_estimate": bool},
     "machine": dict[str, Any],
     "peaks": dict[str, dict[str, float]],
+    "profiles": list[dict[str, Any]],
 }
 AWARE = {
     "max_drop_points": float,

@@ -3,7 +3,6 @@ against the types below (a wrong type or an unknown key is one line naming the f
 
 from __future__ import annotations
 
-import tomllib
 import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -37,18 +36,33 @@ class RunConfig:
     accuracy_aware: bool = False  # int8: keep the most harmful layers float until within max_drop
     point_estimate: bool = False  # decide on the drop itself, not its interval's upper bound
     timeout: float = 600.0
+    data_for: dict[str, str] = field(default_factory=dict)  # model spec -> its dataset
+    profile: bool = True  # the report's per-layer section: host-CPU artifacts, first thread count
+    profile_runs: int = 30  # profiled invokes per artifact
+
+    def model_specs(self) -> list[str]:
+        """The run's models: ``model`` holds one or several, comma-separated."""
+        return [spec.strip() for spec in self.model.split(",") if spec.strip()]
 
     def validate(self) -> None:
         from edgekit.quantize.recipes import get_recipe
         from edgekit.targets import parse_targets
 
         parse_targets(",".join(self.targets))
+        specs = self.model_specs()
+        if not specs:
+            raise UserInputError("model: give at least one model")
+        if len(set(specs)) != len(specs):
+            raise UserInputError(f"model: a model is named twice in '{self.model}'")
+        unknown = sorted(set(self.data_for) - set(specs))
+        if unknown:
+            raise UserInputError(f"data_for: {unknown[0]} is not one of the run's models")
         for recipe in self.recipes:
             get_recipe(recipe)
         parse_devices(",".join(self.devices) or " ")
         if not self.threads or min(self.threads) < 1:
             raise UserInputError(f"threads must be positive counts, got {self.threads}")
-        for name in ("calibration_samples", "warmup", "min_runs", "rounds"):
+        for name in ("calibration_samples", "warmup", "min_runs", "rounds", "profile_runs"):
             if getattr(self, name) < (0 if name == "warmup" else 1):
                 raise UserInputError(f"{name} must be positive, got {getattr(self, name)}")
         if self.max_drop < 0 or self.min_seconds < 0 or self.timeout <= 0:
@@ -63,13 +77,11 @@ class RunConfig:
 
     @classmethod
     def from_toml(cls, path: Path) -> RunConfig:
-        try:
-            payload = tomllib.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise UserInputError(f"{path}: config file not found") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise UserInputError(f"{path}: not valid TOML ({exc})") from None
-        section = payload.get("run", payload)
+        from edgekit.fileio import read_toml
+
+        payload = read_toml(path)
+        # [model] describes model files another tool made (edgekit.foreign), not the run
+        section = payload.get("run", {k: v for k, v in payload.items() if k != "model"})
         if not isinstance(section, dict):
             raise UserInputError(f"{path}: [run] must be a table")
         return cls(**checked(section, path))
@@ -101,6 +113,10 @@ def _toml_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table
+        return (
+            "{" + ", ".join(f"{_toml_value(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+        )
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return repr(value)

@@ -59,7 +59,7 @@ class SourceModel:
             return sum(p.numel() * p.element_size() for p in self.module.state_dict().values())
         if self.framework == "keras":
             return int(self.module.count_params()) * 4
-        return 0
+        return len(getattr(self.module, "model_bytes", b""))  # an ONNX graph: its weights, mostly
 
     def to_manifest(self) -> dict[str, Any]:
         return {

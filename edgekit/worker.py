@@ -46,7 +46,9 @@ def _artifact_runnable(request: dict[str, Any]) -> Runnable:
     from edgekit.targets import get_target
     from edgekit.targets.session import Accelerator
 
-    artifact = load_artifact(request["artifact"], verify_digest=False)
+    artifact = load_artifact(
+        request["artifact"], verify_digest=False, manifest=request.get("manifest")
+    )
     target = get_target(artifact.target)
     with quiet_native():
         session = target.open(
@@ -56,6 +58,11 @@ def _artifact_runnable(request: dict[str, Any]) -> Runnable:
             request["threads"],
             **request.get("session_options", {}),
         )
+    if not artifact.classifier:  # no image input: random tensors of the file's own specs
+        from edgekit.targets.session import random_inputs
+
+        staged = session.stage_raw(random_inputs(artifact.manifest["inputs"]))
+        return Runnable(session.invoke, staged, dict(session.info), close=session.close)
     sample = np.load(request["input"]) if request.get("input") else None
     if sample is None:
         from edgekit.preprocess import Preprocess
@@ -156,7 +163,9 @@ def predict(request: dict[str, Any]) -> dict[str, Any]:
     from edgekit.targets import get_target
     from edgekit.targets.session import Accelerator
 
-    artifact = load_artifact(request["artifact"], verify_digest=False)
+    artifact = load_artifact(
+        request["artifact"], verify_digest=False, manifest=request.get("manifest")
+    )
     with quiet_native():
         session = get_target(artifact.target).open(
             artifact.path,

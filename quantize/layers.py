@@ -32,21 +32,33 @@ def find_layers(module: Any) -> list[Layer]:
     modules = dict(module.named_modules())
     layers = []
     for path, child in modules.items():
-        if not isinstance(child, torch.nn.Conv2d | torch.nn.Linear):
+        if not _weighted(child):
             continue
         parent_path, _, attr = path.rpartition(".")
         parent = modules.get(parent_path)
         unit_path, unit = path, child
-        # conv + norm + activation in one Sequential: the targets fuse it into one int8 op
-        if isinstance(parent, torch.nn.Sequential) and parent_path and attr == "0":
+        # conv + norm + activation in one Sequential: the targets fuse it into one int8 op; a
+        # Sequential with a second weighted layer (an MLP: Linear, GELU, Linear) is no unit
+        if (
+            isinstance(parent, torch.nn.Sequential)
+            and parent_path
+            and attr == "0"
+            and not any(_weighted(m) for name, m in parent.named_modules() if name not in ("", "0"))
+        ):
             unit_path, unit = parent_path, parent
-        op = type(child).__name__
+        op = "Linear" if isinstance(child, torch.nn.Linear) else type(child).__name__
         if isinstance(child, torch.nn.Conv2d) and child.groups > 1:
             op += "(depthwise)" if child.groups == child.in_channels else f"(groups={child.groups})"
         layers.append(Layer(unit_path, op, unit, child))
     if not layers:
         raise UserInputError("quantize-debug: the model has no Conv2d or Linear layer to rank")
     return layers
+
+
+def _weighted(module: Any) -> bool:
+    import torch
+
+    return isinstance(module, torch.nn.Conv2d | torch.nn.Linear)
 
 
 def layer_of(path: str, names: list[str]) -> str | None:
@@ -61,7 +73,8 @@ def layer_of(path: str, names: list[str]) -> str | None:
 
 
 def consumers(module: Any, example: np.ndarray, names: list[str]) -> dict[str, list[str]]:
-    """layer -> the layers that read its output tensor directly (from torch.export's graph)."""
+    """layer -> the layers that read its output tensor directly (from torch.export's graph),
+    the tensor after the BatchNorm and activation the targets fold into the layer."""
     graph = exported_graph(module, example)
     owner = {}
     for node in graph.nodes:
@@ -75,9 +88,27 @@ def consumers(module: Any, example: np.ndarray, names: list[str]) -> dict[str, l
         last[layer] = node  # graph order: the last node of a layer produces its output
     result = {}
     for layer, node in last.items():
+        node = _folded_end(node, owner)
         users = [owner.get(user) for user in node.users]
         result[layer] = sorted({u for u in users if u and u != layer}, key=names.index)
     return result
+
+
+# ops every target folds into the conv or linear before them (a BatchNorm and an activation
+# written as attributes or functions of the enclosing block: conv1, bn1, F.relu)
+FOLDED_OPS = ("batch_norm", "relu", "hardtanh", "clamp", "getitem")
+
+
+def _folded_end(node: Any, owner: dict[Any, str]) -> Any:
+    """The node that really produces a layer's output tensor: its last node, or the BatchNorm
+    and activation that read only it and belong to no other layer."""
+    while len(node.users) == 1:
+        user = next(iter(node.users))
+        folded = user.op == "call_function" and any(k in str(user.target) for k in FOLDED_OPS)
+        if not folded or user in owner:
+            break
+        node = user
+    return node
 
 
 def exported_graph(module: Any, example: np.ndarray) -> Any:

@@ -45,7 +45,7 @@ class LayerSensitivity:
     name: str  # torch module path
     op: str  # Conv2d, Conv2d(depthwise), Linear
     index: int  # position in the model's forward order
-    cumulative_db: float
+    cumulative_db: float | None  # None: the layer's own forward never runs (no output tensor)
     only_db: float
     all_but_db: float | None = None
     artifact_db: float | None = None
@@ -174,10 +174,18 @@ class _Simulator:
     def output_db(self, quantized: set[str]) -> float:
         return sqnr_db(self.reference, self._run(quantized)[0])
 
-    def all_int8(self) -> tuple[float, dict[str, float]]:
+    def all_int8(self) -> tuple[float, dict[str, float | None]]:
         output, tensors = self._run(set(self.units))
-        per_layer = {n: sqnr_db(self.float_outputs[n], tensors[n]) for n in self.units}
+        per_layer = {
+            n: sqnr_db(self.float_outputs[n], tensors[n]) if n in tensors else None
+            for n in self.units
+        }
         return sqnr_db(self.reference, output), per_layer
+
+    def never_called(self) -> list[str]:
+        """Layers whose module's forward never runs: an enclosing module uses their weights
+        itself (nn.MultiheadAttention's out_proj), so only their weights are made int8."""
+        return [name for name in self.units if name not in self.float_outputs]
 
 
 def analyze(
@@ -213,7 +221,12 @@ def analyze(
         row.all_but_db = simulator.output_db(everything - {row.name})
     for name, readers in consumers(source.module, source.example_input(), names).items():
         next(row for row in rows if row.name == name).consumers = readers
-    return DebugReport(source.name, None, len(x), all_db, rows)
+    notes = [
+        f"{name}: its forward never runs (an enclosing module uses its weights in its own "
+        "forward): only its weights are simulated in int8, and it has no cumulative figure"
+        for name in simulator.never_called()
+    ]
+    return DebugReport(source.name, None, len(x), all_db, rows, notes=notes)
 
 
 # --------------------------------------------------------------------------------------------

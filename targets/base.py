@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from edgekit.targets.census import Census
+from edgekit.targets.profiling import OpTimes
 from edgekit.targets.session import Accelerator, Session, TensorSpec
 
 if TYPE_CHECKING:
@@ -20,10 +22,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Accelerator",
+    "Census",
     "Coverage",
     "ExportInfo",
     "ExportRequest",
+    "FileFacts",
+    "LayerErrors",
     "OfficialRunner",
+    "OpTimes",
     "Session",
     "Target",
     "TensorSpec",
@@ -48,6 +54,15 @@ class ExportInfo:
     output: TensorSpec
     details: dict[str, Any] = field(default_factory=dict)  # exporter, opset, converter options
     warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LayerErrors:
+    """A target's own per-layer int8 error (quantize-debug's cross-check column), by layer."""
+
+    tool: str  # the target's tool the figures come from
+    db: dict[str, float]  # layer (torch module path) -> SQNR in dB
+    missing: dict[str, str] = field(default_factory=dict)  # layer without a figure -> why
 
 
 @dataclass
@@ -143,10 +158,40 @@ class Target:
     def coverage(self, path: Path, manifest: dict[str, Any]) -> Coverage:
         raise NotImplementedError
 
+    def describe(self, path: Path) -> FileFacts:
+        """The file's own inputs and outputs (for files edgekit did not make)."""
+        raise NotImplementedError(f"{self.name}: cannot read a file it did not make")
+
+    # a file of this format can be a source model (--model file.onnx)
+    loads_source: ClassVar[bool] = False
+
+    def load_source(
+        self, path: Path, described: dict[str, Any], load_options: dict[str, Any]
+    ) -> SourceModel:
+        """The file as a source model; ``described`` is its inferred manifest."""
+        raise NotImplementedError(f"{self.name}: its files are not source models")
+
+    def convert_source(self, source: SourceModel, target: str) -> SourceModel:
+        """A source this target loaded, as a model ``target`` exports (its frameworks)."""
+        raise NotImplementedError(f"{self.name}: cannot convert its source for {target}")
+
+    def census(self, path: Path, manifest: dict[str, Any] | None = None) -> Census:
+        """Every op of the file with its compute dtype, weights, MACs and placement; the
+        manifest edgekit wrote beside it (None: the file alone) may add what the format does
+        not keep (a .pte's module paths)."""
+        raise NotImplementedError(f"{self.name}: no op census for this format")
+
+    def profile(
+        self, path: Path, manifest: dict[str, Any], threads: int, runs: int, warmup: int
+    ) -> OpTimes:
+        """Per-op times from the runtime's own profiler, on the host CPU."""
+        raise NotImplementedError(f"{self.name}: no per-op profiler for this format")
+
     def layer_errors(
         self, source: SourceModel, x: np.ndarray, names: list[str], work: Path
-    ) -> tuple[str, dict[str, float]]:
-        """This runtime's own per-layer int8 error, in dB, by torch module path."""
+    ) -> LayerErrors:
+        """This runtime's own per-layer int8 error, in dB, by torch module path (``names``:
+        the layers), and why a layer has no figure."""
         raise NotImplementedError(f"{self.name}: no per-layer quantization debugger")
 
     def official_runner(self) -> OfficialRunner | None:
@@ -172,3 +217,13 @@ def importable(module: str) -> str | None:
     except Exception as exc:
         return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160]
     return None
+
+
+@dataclass
+class FileFacts:
+    """What a model file says about itself: every input and output, as the file declares them
+    (dynamic dimensions as -1), and facts of its format (opset, producer, subgraphs)."""
+
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    facts: dict[str, Any] = field(default_factory=dict)

@@ -74,6 +74,23 @@ def stage_input(sample: np.ndarray, spec: TensorSpec) -> np.ndarray:
     return quantize(to_layout(sample, spec), spec)
 
 
+def random_inputs(specs: list[dict[str, Any]], seed: int = 0) -> list[np.ndarray]:
+    """One random array per input spec, in its dtype (what a latency measurement of a file
+    with no image input feeds it)."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for spec in specs:
+        shape, dtype = [max(int(d), 1) for d in spec["shape"]], np.dtype(spec["dtype"])
+        if dtype.kind == "f":
+            arrays.append(rng.standard_normal(shape).astype(dtype))
+        elif dtype.kind in "iu" and dtype.itemsize == 1:
+            info = np.iinfo(dtype)
+            arrays.append(rng.integers(info.min, info.max + 1, shape, dtype=dtype))
+        else:
+            arrays.append(rng.integers(0, 2, shape).astype(dtype))
+    return arrays
+
+
 def dequantize(raw: np.ndarray, spec: TensorSpec) -> np.ndarray:
     """An output tensor as float32 logits (N, -1)."""
     values = np.asarray(raw)
@@ -97,6 +114,11 @@ class Session:
         )
 
     def stage(self, sample: np.ndarray) -> Any:
+        raise NotImplementedError
+
+    def stage_raw(self, arrays: list[np.ndarray]) -> Any:
+        """Every input as the file declares it, already in its dtype and layout (a file with
+        several inputs, or one that takes no image: latency only)."""
         raise NotImplementedError
 
     def invoke(self, staged: Any) -> Any:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import stat
-import sys
 from pathlib import Path
 
 import pytest
 from cli_helpers import run_cli
+from stand_ins import stand_in_adb_env
 
 from edgekit.devices import android, get_device
 from edgekit.latency import Protocol
@@ -21,51 +20,14 @@ from edgekit.targets.tflite.android import parse as parse_benchmark_model
 
 DATA = Path(__file__).parent / "data"
 
-STAND_IN_ADB = """#!{python}
-import json, os, sys
-args = sys.argv[1:]
-with open(os.environ["ADB_LOG"], "a") as log:
-    log.write(json.dumps(args) + "\\n")
-if args[:2] == ["devices", "-l"]:
-    print("List of devices attached")
-    print(open(os.environ["ADB_DEVICES"]).read())
-    sys.exit(0)
-serial, verb, rest = args[1], args[2], args[3:]
-if verb == "push":
-    print("1 file pushed")
-elif verb == "shell":
-    command = rest[0]
-    if command.startswith("getprop"):
-        print({{"ro.product.cpu.abi": "arm64-v8a", "ro.build.version.release": "15",
-               "ro.product.model": "sdk_gphone64_arm64"}}[command.split()[1]])
-    elif "{runner}" in command:
-        if os.environ.get("ADB_RUNNER_FAILS"):
-            print("ERROR: could not load model", file=sys.stderr)
-            sys.exit(1)
-        print(open(os.environ["ADB_RUNNER_OUTPUT"]).read())
-"""
-
 
 @pytest.fixture
 def stand_in_adb(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    adb = bin_dir / "adb"
-    adb.write_text(STAND_IN_ADB.format(python=sys.executable, runner="benchmark_model"))
-    adb.chmod(adb.stat().st_mode | stat.S_IEXEC)
-    runner = tmp_path / "benchmark_model"
-    runner.write_text("runner binary")
-    devices = tmp_path / "devices.txt"
-    devices.write_text(
-        "emulator-5554          device product:sdk_gphone64_arm64 model:sdk_gphone64 transport_id:1"
-    )
-    log = tmp_path / "adb.log"
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("ADB_LOG", str(log))
-    monkeypatch.setenv("ADB_DEVICES", str(devices))
-    monkeypatch.setenv("ADB_RUNNER_OUTPUT", str(DATA / "benchmark_model.txt"))
-    monkeypatch.setenv("EDGEKIT_BENCHMARK_MODEL", str(runner))
-    return {"log": log, "devices": devices}
+    env = stand_in_adb_env(tmp_path)
+    monkeypatch.setenv("PATH", f"{env.pop('PATH_PREFIX')}{os.pathsep}{os.environ['PATH']}")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return {"log": Path(env["ADB_LOG"]), "devices": Path(env["ADB_DEVICES"])}
 
 
 def _calls(log):

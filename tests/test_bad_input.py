@@ -108,7 +108,8 @@ CASES = {
     "export-mean-of-the-wrong-length": (
         ["export", "--model", "user_models:mean_of_three_channels"], None, 2, "'mean' must be 1"),
     "export-no-input-shape": (
-        ["export", "--model", "user_models:no_shape"], None, 2, "input shape"),
+        ["export", "--model", "user_models:no_shape"], None, 2,
+        "does not run on a 1x8x8 (C,H,W) input"),
     "export-bad-input-shape": (
         ["export", "--model", "user_models:no_shape", "--input-shape", "3,x,32"], None, 2,
         "expected C,H,W"),
@@ -170,7 +171,59 @@ CASES = {
         "data-dependent control flow"),
     # ---- eval --------------------------------------------------------------------------------
     "eval-missing-artifact": (["eval", "missing.tflite"], None, 2, "artifact not found"),
-    "eval-no-manifest": (["eval", "{no_manifest}"], "no_manifest", 2, "no manifest"),
+    # ---- files edgekit did not make (no manifest) ----------------------------------------------
+    "foreign-not-a-tflite": (["eval", "{garbage_tflite}"], "garbage_tflite", 2,
+                             "not a readable .tflite file"),
+    "foreign-not-an-onnx": (["bench", "{garbage_onnx}"], "garbage_onnx", 2,
+                            "not a readable ONNX file"),
+    "foreign-truncated-onnx": (["eval", "{truncated_bare_onnx}"], "truncated_bare_onnx", 2,
+                               "not a readable ONNX file"),
+    "foreign-truncated-pte": (["bench", "{truncated_bare_pte}"], "truncated_bare_pte", 2,
+                              "t.pte"),
+    "foreign-string-input": (["bench", "{string_input}"], "string_input", 2,
+                             "input text is string"),
+    "foreign-bool-input": (["eval", "{bool_input}"], "bool_input", 2, "input flag is bool"),
+    "foreign-two-inputs-eval": (["eval", "{two_inputs}"], "two_inputs", 2,
+                                "accuracy is out of scope: it takes 2 inputs"),
+    "foreign-layout-contradicts": (["eval", "{no_manifest}", "--layout", "NHWC"], "no_manifest",
+                                   2, "--layout NHWC contradicts the input shape"),
+    "foreign-layout-unknown": (["eval", "{no_manifest}", "--layout", "CHW"], "no_manifest", 2,
+                               "expected NCHW or NHWC"),
+    "foreign-mean-wrong-count": (["eval", "{no_manifest}", "--mean", "0.4,0.5"], "no_manifest", 2,
+                                 "'mean' must be 1 number(s), one per channel"),
+    "foreign-mean-not-numbers": (["eval", "{no_manifest}", "--mean", "dark"], "no_manifest", 2,
+                                 "--mean 'dark'"),
+    "foreign-std-zero": (["eval", "{no_manifest}", "--std", "0"], "no_manifest", 2,
+                         "'std' must be positive"),
+    "foreign-class-names-count": (["eval", "{no_manifest}", "--class-names", "{three_names}"],
+                                  "no_manifest three_names", 2, "gives 3 names"),
+    "foreign-class-names-missing": (["eval", "{no_manifest}", "--class-names", "nope.txt"],
+                                    "no_manifest", 2, "class-names file not found"),
+    "foreign-input-shape-contradicts": (["eval", "{no_manifest}", "--input-shape", "3,8,8"],
+                                        "no_manifest", 2, "contradicts the model's fixed"),
+    "foreign-dynamic-without-shape": (["eval", "{dynamic_hw}"], "dynamic_hw", 2,
+                                      "pass --input-shape C,H,W"),
+    "foreign-config-unknown-key": (["eval", "{no_manifest}", "--config", "{model_toml_bad}"],
+                                   "no_manifest model_toml_bad", 2, "unknown key 'colour'"),
+    "foreign-unknown-suffix": (["eval", "{keras_weights}"], "keras_weights", 2,
+                               "not a model file edgekit runs"),
+    "source-onnx-not-readable": (["export", "--model", "{garbage_onnx}", "--target", "onnx"],
+                                 "garbage_onnx", 2, "not a readable ONNX file"),
+    "source-onnx-not-a-classifier": (["export", "--model", "{two_inputs}"], "two_inputs", 2,
+                                     "needs an image classifier"),
+    # ---- audit -------------------------------------------------------------------------------
+    "audit-nothing": (["audit"], None, 2, "give one or more model files"),
+    "audit-missing": (["audit", "missing.tflite"], None, 2, "model file not found"),
+    "audit-not-a-model-suffix": (["audit", "{keras_weights}"], "keras_weights", 2,
+                                 "not a model file edgekit reads"),
+    "audit-truncated": (["audit", "{truncated_bare_onnx}"], "truncated_bare_onnx", 2,
+                        "not a readable ONNX file"),
+    "audit-garbage-tflite": (["audit", "{garbage_tflite}"], "garbage_tflite", 2,
+                             "not a readable .tflite file"),
+    "audit-unknown-expect": (["audit", "{no_manifest}", "--expect", "int4"], "no_manifest", 2,
+                             "--expect int4"),
+    "audit-unknown-expect-io": (["audit", "{no_manifest}", "--expect-io", "uint16"],
+                                "no_manifest", 2, "--expect-io uint16"),
     "eval-manifest-not-json": (["eval", "{manifest_garbage}"], "manifest_garbage", 2,
                                "not valid JSON"),
     "eval-manifest-without-input": (["eval", "{manifest_no_input}"], "manifest_no_input", 2,
@@ -383,6 +436,79 @@ class Files:
         made = export_artifact(source, load_dataset("synthetic:8", source.preprocess), "onnx",
                                "fp32", self.tmp / "rgb16")  # fmt: skip
         return str(made.artifact.path)
+
+    def garbage_tflite(self):
+        (self.tmp / "garbage.tflite").write_bytes(bytes(range(256)) * 8)
+        return str(self.tmp / "garbage.tflite")
+
+    def garbage_onnx(self):
+        (self.tmp / "garbage.onnx").write_text("this is not a protobuf, just words " * 20)
+        return str(self.tmp / "garbage.onnx")
+
+    def truncated_bare_onnx(self):
+        data = self.export("onnx", "fp32").path.read_bytes()
+        (self.tmp / "t.onnx").write_bytes(data[: len(data) // 3])
+        return str(self.tmp / "t.onnx")
+
+    def truncated_bare_pte(self):
+        data = self.export("executorch", "fp32").path.read_bytes()
+        (self.tmp / "t.pte").write_bytes(data[:4000])
+        return str(self.tmp / "t.pte")
+
+    def _graph(self, name, inputs, nodes, outputs):
+        from onnx import helper
+
+        graph = helper.make_graph(nodes, name, inputs, outputs)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        path = self.tmp / f"{name}.onnx"
+        path.write_bytes(model.SerializeToString())
+        return str(path)
+
+    def string_input(self):
+        from onnx import TensorProto, helper
+
+        value = helper.make_tensor_value_info
+        return self._graph("strings", [value("text", TensorProto.STRING, [1])],
+                           [helper.make_node("Identity", ["text"], ["same"])],
+                           [value("same", TensorProto.STRING, [1])])  # fmt: skip
+
+    def bool_input(self):
+        from onnx import TensorProto, helper
+
+        value = helper.make_tensor_value_info
+        return self._graph("flags", [value("flag", TensorProto.BOOL, [1, 4])],
+                           [helper.make_node("Not", ["flag"], ["inverse"])],
+                           [value("inverse", TensorProto.BOOL, [1, 4])])  # fmt: skip
+
+    def two_inputs(self):
+        from onnx import TensorProto, helper
+
+        value = helper.make_tensor_value_info
+        return self._graph("pair", [value("a", TensorProto.FLOAT, [1, 10]),
+                                    value("b", TensorProto.FLOAT, [1, 10])],
+                           [helper.make_node("Add", ["a", "b"], ["sum"])],
+                           [value("sum", TensorProto.FLOAT, [1, 10])])  # fmt: skip
+
+    def dynamic_hw(self):
+        from onnx import TensorProto, helper
+
+        value = helper.make_tensor_value_info
+        return self._graph("any_size", [value("image", TensorProto.FLOAT, ["n", 1, "h", "w"])],
+                           [helper.make_node("GlobalAveragePool", ["image"], ["pooled"]),
+                            helper.make_node("Flatten", ["pooled"], ["scores"])],
+                           [value("scores", TensorProto.FLOAT, ["n", 1])])  # fmt: skip
+
+    def three_names(self):
+        (self.tmp / "three.txt").write_text("cat\ndog\nbird\n")
+        return str(self.tmp / "three.txt")
+
+    def model_toml_bad(self):
+        (self.tmp / "edgekit.toml").write_text("[model]\ncolour = 'blue'\n")
+        return str(self.tmp / "edgekit.toml")
+
+    def keras_weights(self):
+        (self.tmp / "weights.bin").write_bytes(b"\0" * 64)
+        return str(self.tmp / "weights.bin")
 
     def no_manifest(self):
         (self.tmp / "bare.onnx").write_bytes(self.export("onnx", "fp32").path.read_bytes())

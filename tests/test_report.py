@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from cli_helpers import run_cli
 
+from edgekit.cells import failed_row as _failed
 from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
-from edgekit.matrix import _failed
 from edgekit.report.history import compare_runs, list_runs, record_run, resolve_run
 from edgekit.report.recommend import pareto_front, recommend
 from edgekit.results import RESULTS_SCHEMA_VERSION, Results, Row, load_results

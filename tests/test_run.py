@@ -51,6 +51,13 @@ def test_a_run_measures_the_matrix_and_writes_its_report_and_history(capsys, tmp
         assert row["speedup_ci"][0] <= row["speedup"] <= row["speedup_ci"][1]
         assert "baseline/fp32" in row["interleaved_with"] and row["fingerprint"]["id"]
     assert summary["recommendation"].startswith("onnx/")
+    # the per-layer section: both artifacts profiled on the host CPU, named by module path
+    profiles = {p["label"]: p for p in results["run"]["profiles"]}
+    assert set(profiles) == {"onnx/fp32", "onnx/int8"}
+    assert "block2.dw" in {layer["name"] for layer in profiles["onnx/int8"]["layers"]}
+    report = (run_dir / "report.md").read_text()
+    assert "## Where the time goes" in report and "| block2.dw |" in report
+    assert (run_dir / "plots" / "layers.png").is_file()
     listed = run_cli(capsys, "history", "--history", str(tmp_path / "history.sqlite"), "--json")
     assert json.loads(listed.out)[0]["id"] == run_dir.name
 
@@ -102,3 +109,36 @@ def test_a_target_from_a_plugin_runs_through_edgekit_run(capsys, tmp_path, monke
     assert row["status"] == "ok" and row["accuracy"]["agreement"] == 1.0
     assert row["runtime"]["runtime"].startswith("torch.jit") and row["speedup"] > 0
     assert (run_dir / "artifacts" / "digits-mobilenet-fp32.ts").is_file()
+
+
+def test_many_models_in_one_run_each_with_its_own_data_and_section(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))  # the baseline's worker imports it
+    config = tmp_path / "edgekit.toml"
+    config.write_text(
+        "[run]\n"
+        'model = "digits-mobilenet,mapping_models:se_resnet"\n'
+        'data = "digits"\n'
+        'targets = ["onnx"]\n'
+        'recipes = ["fp32"]\n'
+        'devices = ["cpu"]\n'
+        "profile = false\n"
+        '[run.data_for]\n"mapping_models:se_resnet" = "synthetic:64"\n'
+    )
+    result = _run(capsys, tmp_path, "--config", str(config))
+    assert result.code == 0, result.err
+    summary = json.loads(result.out)
+    run_dir = Path(summary["run_dir"])
+    results = json.loads((run_dir / "results.json").read_text())
+    models = [info["name"] for info in results["run"]["models"]]
+    assert len(models) == 2 and models[0] == "digits-mobilenet"
+    assert [info["data"]["spec"] for info in results["run"]["models"]] == ["digits", "synthetic:64"]
+    for model in models:  # its own baseline and artifact, its own recommendation
+        kinds = sorted(r["kind"] for r in results["rows"] if r["model"] == model)
+        assert kinds == ["artifact", "baseline"]
+    assert set(summary["recommendations"]) == set(models)
+    report = (run_dir / "report.md").read_text()
+    assert "## Across models" in report
+    for model in models:
+        assert f"## {model}\n" in report
+    across = json.loads((run_dir / "report.json").read_text())["across_models"]
+    assert [row[0] for row in across["rows"]] == models

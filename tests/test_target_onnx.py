@@ -214,7 +214,7 @@ def test_keras_models_are_unsupported(target, digits_model, tmp_path):
         "a-keras-model", "keras", object(), digits_model.preprocess, "", "model.keras"
     )
     reason = target.unsupported_reason("fp32", keras_source)
-    assert "keras model" in reason and "exports torch models" in reason
+    assert "keras model" in reason and "onnx exports torch, onnx models" in reason
 
 
 def test_integer_io_is_unsupported(target, digits_model):

@@ -37,6 +37,15 @@ def no_shape() -> nn.Module:
     return nn.Linear(4, 2)
 
 
+def shapeless_cnn() -> nn.Module:
+    """A classifier that declares nothing: its input shape comes from the data."""
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        nn.Linear(8, 4),
+    )  # fmt: skip
+
+
 def raises() -> nn.Module:
     raise RuntimeError("weights server unreachable")
 

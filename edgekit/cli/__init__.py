@@ -16,7 +16,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up 
 
 import typer
 
-from edgekit.cli import export, machine, measure, qdebug, run, zoo  # noqa: F401
+from edgekit.cli import audit, cluster, export, machine, measure, profile, qdebug, run, zoo  # noqa: F401
 from edgekit.cli.app import app
 from edgekit.cli.console import err_console
 from edgekit.errors import EdgekitError
@@ -100,4 +100,14 @@ def main() -> None:
     except (*CLICK_ABORTS, KeyboardInterrupt):
         err_console.print("edgekit: interrupted", markup=False, highlight=False)
         _finish(130)
+    except Exception as exc:  # a bug: one line, and the traceback with --debug
+        if debug:
+            _mark_finished()
+            raise
+        from edgekit.errors import first_line
+
+        err_console.print(f"edgekit: internal error: {type(exc).__name__}: {first_line(exc)} "
+                          "(a bug in edgekit; rerun with --debug for the traceback)",
+                          markup=False, highlight=False, soft_wrap=True)  # fmt: skip
+        _finish(1)
     _finish(code if isinstance(code, int) else 0)

@@ -15,3 +15,6 @@ app.add_typer(zoo_app, name="zoo")
 device_app = typer.Typer(help="Devices that need setting up (the emulated ARM64 core).",
                          no_args_is_help=True)  # fmt: skip
 app.add_typer(device_app, name="device")
+cluster_app = typer.Typer(help="A Ray cluster of machines and their devices: start, join, "
+                          "status, stop.", no_args_is_help=True)  # fmt: skip
+app.add_typer(cluster_app, name="cluster")

@@ -13,12 +13,14 @@ from edgekit.cli.app import app
 from edgekit.cli.console import err_console
 from edgekit.cli.options import (
     DataOption,
+    ForeignOptions,
     JsonOption,
     ModelOption,
     ShapeOption,
     WeightsOption,
     parse_csv,
     parse_shape,
+    with_foreign_options,
 )
 from edgekit.errors import UserInputError
 from edgekit.targets import DEFAULT_TARGET, target_names
@@ -40,6 +42,7 @@ def chosen_recipes(recipe: str | None, int8: bool, fp16: bool, int8_dynamic: boo
 
 
 @app.command()
+@with_foreign_options
 def export(
     target: Annotated[
         str, typer.Option("--target", "-t", help=", ".join(target_names()) + ", or all")
@@ -80,8 +83,10 @@ def export(
         bool, typer.Option("--point-estimate", help="--max-drop on the drop, not its upper bound")
     ] = False,
     as_json: JsonOption = False,
+    foreign: ForeignOptions = None,
 ) -> None:
-    """Export (and quantize) a model, validate it against the source, write artifact + manifest."""
+    """Export (and quantize) a model, validate it against the source, write artifact + manifest.
+    An .onnx model is described by --layout, --mean, --std... (see eval)."""
     from edgekit.data import load_dataset
     from edgekit.errors import UnsupportedExport
     from edgekit.export import export_artifact
@@ -90,7 +95,9 @@ def export(
 
     recipes = chosen_recipes(recipe, int8, fp16, int8_dynamic)
     targets = parse_targets(target)
-    source = load_model(model, weights=weights, input_shape=parse_shape(input_shape))
+    source = load_model(
+        model, weights=weights, input_shape=parse_shape(input_shape), foreign=foreign, data=data
+    )
     dataset = load_dataset(data, source.preprocess)
     keep = tuple(parse_csv(keep_float or ""))
     if max_drop is not None:
@@ -133,7 +140,8 @@ def export(
     else:
         views.exports(results, failures)
     if failures and not results:
-        raise UserInputError("nothing exported: " + "; ".join(why for _, _, why in failures))
+        reasons = dict.fromkeys(why.split(": ", 1)[-1] for _, _, why in failures)
+        raise UserInputError("nothing exported: " + "; ".join(reasons))
     if failures and len(targets) > 1:
         done = sorted({r.artifact.target for r in results})
         err_console.print(f"[yellow]exported with: {', '.join(done)}[/]")

@@ -18,6 +18,7 @@ from edgekit.cli.options import (
     CpuOption,
     DataOption,
     DeviceOption,
+    ForeignOptions,
     HistoryOption,
     JsonOption,
     RoundsOption,
@@ -26,12 +27,14 @@ from edgekit.cli.options import (
     XnnpackOption,
     device_options,
     parse_threads,
+    with_foreign_options,
 )
 from edgekit.devices import DEFAULT_DEVICE
 from edgekit.errors import GateFailed, UserInputError
 
 
 @app.command("eval")
+@with_foreign_options
 def eval_command(
     artifacts: ArtifactsArgument = None,
     data: DataOption = "digits",
@@ -45,12 +48,14 @@ def eval_command(
     xnnpack: XnnpackOption = None,
     serial: SerialOption = None,
     as_json: JsonOption = False,
+    foreign: ForeignOptions = None,
 ) -> None:
-    """Accuracy of artifacts against the baseline on the evaluation split (or of a source model)."""
+    """Accuracy of artifacts against the baseline on the evaluation split (or of a source model).
+    A file edgekit did not make is described from itself and the flags (see --layout)."""
     from edgekit.accuracy import evaluate_artifact, evaluate_source
 
     if not artifacts:
-        result = evaluate_source(model or "digits-mobilenet", data)
+        result = evaluate_source(model or "digits-mobilenet", data, foreign)
         if as_json:
             print(json.dumps(result, indent=2))
             return
@@ -62,7 +67,7 @@ def eval_command(
         return
     options = device_options(serial, cpu, xnnpack)
     records = [
-        evaluate_artifact(str(path), data, device, threads, device_options=options)
+        evaluate_artifact(str(path), data, device, threads, device_options=options, foreign=foreign)
         for path in artifacts
     ]
     if as_json:
@@ -72,6 +77,7 @@ def eval_command(
 
 
 @app.command()
+@with_foreign_options
 def bench(
     artifacts: ArtifactsArgument = None,
     device: DeviceOption = DEFAULT_DEVICE,
@@ -89,6 +95,7 @@ def bench(
     noise_guard: Annotated[bool, typer.Option("--noise-guard/--no-noise-guard")] = True,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds per measurement")] = 600.0,
     as_json: JsonOption = False,
+    foreign: ForeignOptions = None,
 ) -> None:
     """Latency of artifacts on a device, interleaved with each other and the baseline."""
     from edgekit.bench import bench_artifacts
@@ -102,13 +109,32 @@ def bench(
     records = []
     for count in parse_threads(threads):
         records += bench_artifacts(
-            list(artifacts), device, count, protocol, guard, None, baseline, timeout, options
-        )
+            list(artifacts), device, count, protocol, guard, None, baseline, timeout, options,
+            foreign,
+        )  # fmt: skip
+    hints = _hints(records)
+    for record in records:
+        if record.label in hints:
+            record.hints = [hints[record.label]]
     if as_json:
         print(json.dumps([r.to_dict() for r in records], indent=2))
     else:
         views.latency(records)
     _bench_exit(records)
+
+
+def _hints(records: list) -> dict[str, str]:
+    """Why int8/fp16 is not faster than fp32 on the same target, from each file's census."""
+    from edgekit.explain import not_faster_hints
+
+    items = [
+        {"label": r.label, "target": r.target, "recipe": r.recipe, "device": r.device,
+         "threads": r.threads, "rounds_ms": r.rounds_ms, "noise_band": r.noise_band,
+         "path": r.artifact}
+        for r in records
+        if r.status == "ok" and r.artifact and r.traits.get("latency_comparable", True)
+    ]  # fmt: skip
+    return not_faster_hints(items)
 
 
 def _bench_exit(records: list) -> None:
@@ -131,6 +157,7 @@ def _bench_exit(records: list) -> None:
 
 
 @app.command()
+@with_foreign_options
 def check(
     paths: Annotated[
         list[Path] | None, typer.Argument(help="artifacts, or one run directory")
@@ -164,6 +191,7 @@ def check(
     serial: SerialOption = None,
     history: HistoryOption = None,
     as_json: JsonOption = False,
+    foreign: ForeignOptions = None,
 ) -> None:
     """Exit 1 when accuracy drop, agreement, SQNR or latency breaks a bound; 2 on bad input."""
     from edgekit.accuracy import evaluate_artifact
@@ -206,11 +234,14 @@ def check(
                         "--max-latency-regression on an artifact needs --against REFERENCE "
                         "(an artifact file), or give a run directory"
                     )
-                results.append(latency_regression(path, against, max_latency_regression, device,
-                                                  threads, protocol, None, options))  # fmt: skip
+                gate = latency_regression(path, against, max_latency_regression, device, threads,
+                                          protocol, None, options, foreign)  # fmt: skip
+                results.append(gate)
             if all(bound is None for bound in accuracy_bounds):
                 continue
-            record = evaluate_artifact(str(path), data, device, threads, device_options=options)
+            record = evaluate_artifact(
+                str(path), data, device, threads, device_options=options, foreign=foreign
+            )
             if max_arm_x86_diff is not None:
                 results.append(device_vs_host_gate(record, max_arm_x86_diff))
             results += accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)

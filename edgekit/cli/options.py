@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -86,3 +90,117 @@ def device_options(
 ) -> dict[str, object]:
     """The device options a command was given (None: not given; get_device checks they fit)."""
     return {"serial": serial, "cpu": cpu, "xnnpack": xnnpack}
+
+
+# edgekit.foreign.ForeignOptions, imported where used (the CLI starts fast)
+ForeignOptions = Any
+
+# what a foreign model file (one edgekit did not make) cannot say about itself
+FOREIGN_FLAGS: dict[str, Any] = {
+    "config": Annotated[
+        Path | None,
+        typer.Option("--config", help="edgekit.toml whose \\[model] table describes files"),
+    ],
+    "layout": Annotated[
+        str | None, typer.Option("--layout", help="foreign file: NCHW or NHWC (else inferred)")
+    ],
+    "input_shape": ShapeOption,
+    "input_size": Annotated[
+        str | None, typer.Option("--input-size", help="foreign file: H,W of a dynamic input")
+    ],
+    "channels": Annotated[
+        int | None, typer.Option("--channels", help="foreign file: channels of a dynamic input")
+    ],
+    "mean": Annotated[
+        str | None, typer.Option("--mean", help="per channel, e.g. 0.485,0.456,0.406")
+    ],
+    "std": Annotated[str | None, typer.Option("--std", help="per channel, e.g. 0.229,0.224,0.225")],
+    "scale": Annotated[
+        float | None, typer.Option("--scale", help="images in [0,1] times this first (255: 0..255)")
+    ],
+    "class_names": Annotated[
+        Path | None, typer.Option("--class-names", help="file with one class name per line")
+    ],
+}
+
+
+def with_foreign_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a command the flags of :data:`FOREIGN_FLAGS`; it receives them as one
+    ``foreign: ForeignOptions`` argument (the same for bench, eval, check and run)."""
+    signature = inspect.signature(command)
+    hints = typing.get_type_hints(command, include_extras=True)  # typer reads objects, not text
+    kept = [
+        p.replace(annotation=hints.get(p.name, p.annotation))
+        for p in signature.parameters.values()
+        if p.name != "foreign"
+    ]
+    # flags the command has itself (run's --config holds [run] and [model]; export's
+    # --input-shape) reach both the command and the foreign options
+    shared = set(FOREIGN_FLAGS) & set(signature.parameters)
+    flags_of = {k: v for k, v in FOREIGN_FLAGS.items() if k not in shared}
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=kind)
+        for name, kind in flags_of.items()
+    ]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        flags = {name: kwargs.pop(name) for name in flags_of}
+        flags.update({name: kwargs[name] for name in shared})
+        return command(**kwargs, foreign=foreign_options(**flags))
+
+    wrapper.__signature__ = signature.replace(parameters=kept + added)  # type: ignore[attr-defined]
+    annotations = {k: v for k, v in hints.items() if k != "foreign"}
+    wrapper.__annotations__ = {**annotations, **flags_of}
+    return wrapper
+
+
+def foreign_options(
+    config: Path | None = None,
+    layout: str | None = None,
+    input_shape: str | None = None,
+    input_size: str | None = None,
+    channels: int | None = None,
+    mean: str | None = None,
+    std: str | None = None,
+    scale: float | None = None,
+    class_names: Path | None = None,
+) -> Any:
+    """ForeignOptions from the flags over ``[model]`` of ``--config`` (flags win)."""
+    from dataclasses import replace
+
+    from edgekit.foreign import ForeignOptions, load_model_section
+
+    base = load_model_section(config) if config is not None else ForeignOptions()
+    given: dict[str, Any] = {"layout": layout, "scale": scale}
+    if class_names is not None:
+        given["class_names"] = str(class_names)
+    for key, text in (("mean", mean), ("std", std)):
+        if text is not None:
+            given[key] = [_number(part, f"--{key}", text) for part in parse_csv(text)]
+    if input_shape is not None:
+        given["input_shape"] = list(parse_shape(input_shape))
+    elif input_size is not None or channels is not None:
+        given["input_size"] = list(_size(input_size)) if input_size else [-1, -1]
+        given["channels"] = -1 if channels is None else channels
+    flags = ForeignOptions.from_dict(
+        {k: v for k, v in given.items() if v is not None}, "command line"
+    )
+    return replace(base, **flags.given())
+
+
+def _number(part: str, flag: str, text: str) -> float:
+    try:
+        return float(part)
+    except ValueError:
+        raise UserInputError(f"{flag} '{text}': expected numbers such as 0.5,0.5,0.5") from None
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        height, width = (int(part) for part in text.split(","))
+    except ValueError:
+        raise UserInputError(f"--input-size '{text}': expected H,W such as 224,224") from None
+    if min(height, width) < 1:
+        raise UserInputError(f"--input-size '{text}': both sizes must be positive")
+    return height, width

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -14,14 +14,17 @@ from edgekit.cli.app import app
 from edgekit.cli.console import console, err_console
 from edgekit.cli.options import (
     AcrossOption,
+    ForeignOptions,
     HistoryOption,
     JsonOption,
     parse_threads,
+    with_foreign_options,
 )
-from edgekit.errors import EdgekitError
+from edgekit.errors import EdgekitError, UserInputError
 
 
 @app.command()
+@with_foreign_options
 def run(
     model: Annotated[str | None, typer.Option("--model", "-m")] = None,
     data: Annotated[str | None, typer.Option("--data", "-d")] = None,
@@ -46,19 +49,37 @@ def run(
     point_estimate: Annotated[
         bool | None, typer.Option("--point-estimate", help="decide on the drop, not its bound")
     ] = None,
+    profile: Annotated[
+        bool | None,
+        typer.Option("--profile/--no-profile", help="the report's per-layer section (host CPU)"),
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="edgekit.toml")] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option("--cluster", help="Ray head HOST:PORT, or local: cells run as Ray tasks"),
+    ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option("--resume", help="a run directory: run only its failed/missing rows"),
+    ] = None,
+    shared_dir: Annotated[
+        Path | None,
+        typer.Option("--shared-dir", help="--cluster: a folder every node sees, for artifacts"),
+    ] = None,
     write_config: Annotated[
         Path | None,
         typer.Option("--write-config", help="write these options to a TOML file and stop"),
     ] = None,
     history: HistoryOption = None,
     as_json: JsonOption = False,
+    foreign: ForeignOptions = None,
 ) -> None:
-    """Export, validate, evaluate and benchmark the whole matrix; write a run directory + report."""
+    """Export, validate, evaluate and benchmark the whole matrix; write a run directory + report.
+    --model may be an .onnx (a source model) or a .tflite/.pte measured as it is."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from edgekit.devices import parse_devices
-    from edgekit.matrix import matrix_summary, run_matrix
+    from edgekit.matrix import matrix_summary
     from edgekit.quantize.recipes import parse_recipes
     from edgekit.run_config import RunConfig
     from edgekit.targets import parse_targets
@@ -73,6 +94,7 @@ def run(
         "max_drop": max_drop,
         "accuracy_aware": accuracy_aware,
         "point_estimate": point_estimate,
+        "profile": profile,
         "min_runs": min_runs,
         "min_seconds": min_seconds,
         "rounds": rounds,
@@ -99,12 +121,14 @@ def run(
             if not message.startswith("round "):
                 progress.console.log(message)
 
-        result = run_matrix(settings, say, history)
+        result = _run(settings, say, history, foreign, cluster, shared_dir, resume)
     summary = matrix_summary(result)
     if as_json:
         print(json.dumps(summary, indent=2))
     else:
-        console.print(f"[bold]recommendation:[/] {result.recommendation.summary}", soft_wrap=True)
+        for model, advice in result.recommendations.items():
+            named = f" ({model})" if len(result.recommendations) > 1 else ""
+            console.print(f"[bold]recommendation{named}:[/] {advice.summary}", soft_wrap=True)
         if result.failed:
             console.print(f"{len(result.failed)} row(s) failed (reasons in the report); the run "
                           "went on past them")  # fmt: skip
@@ -113,6 +137,28 @@ def run(
                           "(listed in the report)")  # fmt: skip
         console.print(f"report: {result.report['md']}  and  {result.report['html']}")
     _run_exit(result, asked)
+
+
+def _run(settings: Any, say: Any, history: Path | None, foreign: Any, cluster: str | None,
+         shared_dir: Path | None, resume: Path | None) -> Any:  # fmt: skip
+    """The run, here or on a cluster; a resumed one runs only what its directory lacks."""
+    from edgekit.matrix import run_matrix
+    from edgekit.resume import resume_run
+
+    def go(executor: Any) -> Any:
+        if resume is not None:
+            return resume_run(resume, say, history, executor)
+        return run_matrix(settings, say, history, foreign, executor)
+
+    if cluster is None:
+        if shared_dir is not None:
+            raise UserInputError("--shared-dir applies to --cluster runs")
+        return go(None)
+    from edgekit.cluster.connect import connected
+    from edgekit.cluster.executor import ClusterExecutor
+
+    with connected(cluster) as ray:
+        return go(ClusterExecutor(ray, shared_dir, cluster))
 
 
 def _run_exit(result: object, asked: set[str]) -> None:

@@ -12,13 +12,15 @@ from edgekit.results import precision_label
 
 def exports(results: list[Any], failures: list[tuple[str, str, str]]) -> None:
     table = Table(
-        "artifact", "size", "SQNR dB", "agree", "max |diff|", "fast path", "int8 ops", "s"
+        "artifact", "size", "SQNR dB", "agree", "max |diff|", "fast path", "int8 ops", "audit", "s"
     )
     for result in results:
         manifest = result.artifact.manifest
         figures = manifest["validation"]
         coverage = manifest["coverage"]
         int8 = coverage.get("int8_fraction")
+        audit = manifest.get("audit") or {}
+        verdict = audit.get("looks_like", "-") + ("" if audit.get("passed", True) else " [red]![/]")
         table.add_row(
             result.artifact.label,
             f"{manifest['file']['size'] / 1024:.0f} KB",
@@ -27,6 +29,7 @@ def exports(results: list[Any], failures: list[tuple[str, str, str]]) -> None:
             f"{figures['max_abs_diff']:.2g}",
             f"{coverage['fast_ops']}/{coverage['total_ops']}",
             "-" if int8 is None else f"{100 * int8:.0f} %",
+            verdict,
             f"{result.seconds:.1f}",
         )
     console.print(table)
@@ -93,6 +96,10 @@ def accuracy(records: list[Any]) -> None:
         title=f"evaluation split of {records[0].dataset}",
     )
     for r in records:
+        if r.drop_ci is None:  # a file without a source model: the labels only
+            table.add_row(r.label, r.device, f"{100 * r.top1:.2f} %", "-", "no baseline", "-",
+                          "-", "-", "-")  # fmt: skip
+            continue
         low, high = r.drop_ci
         table.add_row(
             r.label,
@@ -117,6 +124,16 @@ def accuracy(records: list[Any]) -> None:
                 soft_wrap=True,
             )
     versus_host([r for r in records if r.versus_host])
+    assumptions(records)
+
+
+def assumptions(records: list[Any]) -> None:
+    """What edgekit inferred about files it did not make: each figure above rests on these."""
+    seen: set[str] = set()
+    for r in records:
+        if r.assumed and r.artifact not in seen:
+            seen.add(r.artifact)
+            console.print(f"  {r.label} assumed: " + "; ".join(r.assumed), soft_wrap=True)
 
 
 def versus_host(records: list[Any]) -> None:
@@ -199,6 +216,9 @@ def latency(records: list[Any]) -> None:
             console.print(f"  baseline ran on: {where}")
         for warning in r.warnings:
             warn(f"{r.label} ({r.device}, {r.threads} thr): {warning}")
+        for hint in r.hints:
+            console.print(f"[yellow]hint[/] {hint}", soft_wrap=True, highlight=False)
+    assumptions(records)
 
 
 def gates(results: list[Any]) -> None:

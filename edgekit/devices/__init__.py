@@ -15,6 +15,8 @@ DEVICE_MODULES: dict[str, str] = {
     "gpu": "edgekit.devices.host",
     "android": "edgekit.devices.android",
     "arm64-emu": "edgekit.devices.arm64_emu",
+    "server-cuda": "edgekit.devices.server",
+    "server-tensorrt": "edgekit.devices.server",
 }
 DEFAULT_DEVICE = "cpu"  # where export validation and the accuracy-aware loop measure
 DEFAULT_DEVICES = ("cpu", "gpu")  # what ``edgekit run`` measures unless told otherwise

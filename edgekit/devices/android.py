@@ -213,6 +213,15 @@ class AndroidDevice(Device):
     def predict(self, artifact: Any, x: np.ndarray, threads: int = 1) -> tuple[np.ndarray, dict]:
         raise DeviceUnavailable(NO_OUTPUTS)
 
+    def advertise(self) -> dict[str, float]:
+        try:
+            ready = [d.serial for d in attached_devices() if d.state == "device"]
+        except (DeviceUnavailable, OSError, subprocess.SubprocessError):
+            return {}  # no adb here
+        if not ready:
+            return {}
+        return {f"edgekit_device_{self.name}": 1.0, **{f"edgekit_adb_{s}": 1.0 for s in ready}}
+
     def timer(
         self,
         artifact: Any,

@@ -73,6 +73,11 @@ class Device:
     def setup(self, progress: Callable[[str], None], **options: Any) -> None:
         raise UserInputError(f"device {self.name}: nothing to set up")
 
+    def advertise(self) -> dict[str, float]:
+        """The Ray custom resources this device gives the machine's cluster node (empty when
+        the device is not here): ``edgekit_device_<name>`` and what tells instances apart."""
+        return {}
+
     def label_suffix(self, runtime: dict[str, Any]) -> str:
         """Appended to an artifact's label when the session ran a variant (``-builtin``)."""
         variant = runtime.get("variant")

@@ -43,7 +43,12 @@ class HostDevice(Device):
 
     def predict(self, artifact: Any, x: np.ndarray, threads: int = 1) -> tuple[np.ndarray, dict]:
         logits, runtime = predict_in_child(
-            artifact.path, x, self.accelerator.value, threads, self.session_options(artifact)
+            artifact.path,
+            x,
+            self.accelerator.value,
+            threads,
+            self.session_options(artifact),
+            manifest=artifact.manifest,
         )
         return logits, self.annotate(runtime)
 
@@ -64,6 +69,7 @@ class HostDevice(Device):
             "warmup": protocol.warmup,
             "session_options": self.session_options(artifact),
             "synthetic_delay_ms": synthetic_delay_ms,
+            "manifest": artifact.manifest,
         }
         timer = WorkerTimer(artifact.label, request, sample, timeout_s)
         timer.runtime = self.annotate(timer.runtime)
@@ -87,6 +93,14 @@ class CpuDevice(HostDevice):
 
         return {"machine": describe(fingerprint())}
 
+    def advertise(self) -> dict[str, float]:
+        from edgekit.machine import fingerprint
+        from edgekit.targets import runtime_versions
+
+        # the run's machine fingerprint (report, history): runs compare latency within one
+        machine = fingerprint(versions=runtime_versions())["id"]
+        return {f"edgekit_device_{self.name}": 1.0, f"edgekit_fp_{machine}": 1.0}
+
 
 @register
 class GpuDevice(HostDevice):
@@ -101,6 +115,17 @@ class GpuDevice(HostDevice):
             names = ", ".join(facts.get("devices", [])) or "no Vulkan device"
             runtime.update(gpu=names, software_vulkan=software_vulkan())
         return runtime
+
+    def advertise(self) -> dict[str, float]:
+        from edgekit.machine import cuda_facts
+
+        if cuda_facts().get("available"):
+            kind = "cuda"
+        elif vulkan_facts().get("devices"):
+            kind = "software_vulkan" if software_vulkan() else "vulkan"
+        else:
+            return {}
+        return {f"edgekit_device_{self.name}": 1.0, f"edgekit_gpu_{kind}": 1.0}
 
     def traits(self, runtime: dict[str, Any] | None = None) -> DeviceTraits:
         if runtime and runtime.get("software_vulkan"):

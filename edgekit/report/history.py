@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -64,13 +65,27 @@ def default_history_path() -> Path:
     return Path(os.environ.get("EDGEKIT_HISTORY", Path.home() / ".edgekit" / "history.sqlite"))
 
 
+def _wal(connection: sqlite3.Connection) -> None:
+    """WAL mode. Switching to it needs the database to itself, and SQLite answers "locked" at
+    once, without its busy handler, while another process creates the same database: retry."""
+    for _ in range(100):
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc):
+                raise
+            time.sleep(0.05)
+    connection.execute("PRAGMA journal_mode=WAL")
+
+
 def connect(path: Path | None = None) -> sqlite3.Connection:
     path = Path(path or default_history_path())
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path, timeout=30.0)
-        connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA busy_timeout=30000")
+        _wal(connection)
         connection.executescript(SCHEMA)
         for table, column, kind in ADDED:
             present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}

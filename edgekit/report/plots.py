@@ -108,4 +108,36 @@ def plots(results: Results, out_dir: Path) -> dict[str, Path]:
         ax.set_title("size per artifact")
         ax.tick_params(axis="y", labelsize=7)
         paths["size"] = _save(fig, out_dir / "size.png")
+    if results.run.get("profiles"):
+        paths["layers"] = layer_plot(results.run["profiles"], out_dir / "layers.png")
     return paths
+
+
+def layer_plot(profiles: list[dict[str, Any]], path: Path, top: int = 12) -> Path:
+    """Per-layer time, layers x artifacts (``edgekit profile``'s dicts): grouped bars of the
+    most expensive layers, so the runtimes line up layer by layer."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    times: dict[str, dict[str, float]] = {}
+    for profile in profiles:
+        for layer in profile["layers"]:
+            times.setdefault(layer["name"], {})[profile["label"]] = layer["ms"]
+    names = sorted(times, key=lambda name: -max(times[name].values()))[:top][::-1]
+    labels = [profile["label"] for profile in profiles]
+    height = 0.8 / max(len(labels), 1)
+    fig, ax = plt.subplots(figsize=(9, max(3, 0.3 * len(names) * max(len(labels), 1) / 2 + 1.5)))
+    positions = np.arange(len(names))
+    for index, label in enumerate(labels):
+        values = [times[name].get(label, 0.0) for name in names]
+        ax.barh(positions + index * height, values, height, label=label,
+                color=COLOURS[index % len(COLOURS)])  # fmt: skip
+    ax.set_yticks(positions + height * (len(labels) - 1) / 2, names, fontsize=7)
+    ax.set_xlabel("time per inference (ms), from each runtime's own profiler")
+    ax.set_title(f"the {len(names)} most expensive layers")
+    ax.legend(fontsize=7)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return _save(fig, path)

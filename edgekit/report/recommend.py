@@ -54,7 +54,8 @@ def measured(rows: list[Row]) -> list[Row]:
         and row.ok
         and row.latency_comparable
         and row.p50 is not None
-        and row.accuracy
+        and row.drop is not None
+        and row.drop_high is not None
     ]
 
 
@@ -86,6 +87,12 @@ class Recommendation:
 
     @property
     def summary(self) -> str:
+        if (
+            self.best is None
+            and self.reasons
+            and all(why.startswith("no baseline") for _, why in self.reasons)
+        ):
+            return "nothing to recommend: no baseline in this run to measure a drop against"
         if self.best is None:
             return f"no artifact stays within a {self.budget:g}-point drop budget"
         best = self.best
@@ -107,6 +114,8 @@ def _why_not(row: Row, max_drop: float, point_estimate: bool) -> str | None:
         return "no accuracy figure"
     if row.p50 is None:
         return "no latency figure"
+    if row.drop is None or row.drop_high is None:
+        return "no baseline to measure a drop against (a file without a source model)"
     if not row.latency_comparable:
         return f"{row.traits.get('note') or 'its latency is not comparable'}"
     if row.traits.get("where") == "server":
@@ -166,3 +175,15 @@ def recommend(
     for row in others:
         reasons.append((row.label, f"other device ({row.device}): see its own rows"))
     return Recommendation(best, max_drop, reasons, tie_break)
+
+
+def recommend_each(
+    rows: list[Row], max_drop: float = 1.0, point_estimate: bool = False
+) -> dict[str, Recommendation]:
+    """One recommendation per model of the run, in run order: a model's artifacts only ever
+    compete with its own baseline and with each other."""
+    models = list(dict.fromkeys(row.model or "" for row in rows))
+    return {
+        model: recommend([r for r in rows if (r.model or "") == model], max_drop, point_estimate)
+        for model in models
+    }

@@ -31,6 +31,16 @@ def _fmt(value: float | None, pattern: str) -> str:
     return "" if value is None else pattern.format(value)
 
 
+def assumptions(results: Results) -> list[str]:
+    """One line per file edgekit did not make: what it inferred, so each figure says what it
+    measured (layout, normalisation, dynamic sizes, the recipe the audit read)."""
+    seen: dict[str, str] = {}
+    for row in results.rows:
+        if row.assumed and row.artifact not in seen:
+            seen[str(row.artifact)] = f"{row.artifact}: " + "; ".join(row.assumed)
+    return list(seen.values())
+
+
 def unavailable(results: Results) -> list[str]:
     """One line per (target, device) this machine could not run, with the runtime's reason."""
     grouped: dict[tuple[str, str], tuple[list[str], str]] = {}
@@ -113,7 +123,7 @@ def table_rows(results: Results) -> list[list[str]]:
         accuracy = row.accuracy or {}
         coverage = row.coverage or {}
         drop = ""
-        if accuracy:
+        if accuracy and accuracy.get("drop_ci"):
             low, high = accuracy["drop_ci"]
             drop = f"{accuracy['drop_points']:+.2f} [{low:+.2f}, {high:+.2f}]"
         speedup = ""

@@ -10,10 +10,14 @@ from typing import TYPE_CHECKING, Any
 from edgekit.targets import register
 from edgekit.targets.base import (
     Accelerator,
+    Census,
     Coverage,
     ExportInfo,
     ExportRequest,
+    FileFacts,
+    LayerErrors,
     OfficialRunner,
+    OpTimes,
     Target,
     TensorSpec,
 )
@@ -43,6 +47,7 @@ class ExecuTorchTarget(Target):
             lower,
             prepare_module,
             quiet_library_noise,
+            verify_kept_float,
         )
 
         quiet_library_noise()
@@ -50,6 +55,7 @@ class ExecuTorchTarget(Target):
         example = source.example_input()
         module, details = prepare_module(request, example)
         buffer, graph_stats = lower(module, torch.from_numpy(example), request.recipe)
+        verify_kept_float(request.keep_float, graph_stats)
         request.output.write_bytes(buffer)
         details.update(graph_stats)
         channels, (height, width) = source.preprocess.channels, source.preprocess.input_size
@@ -83,10 +89,27 @@ class ExecuTorchTarget(Target):
 
     def layer_errors(
         self, source: SourceModel, x: np.ndarray, names: list[str], work: Path
-    ) -> tuple[str, dict[str, float]]:
+    ) -> LayerErrors:
         from edgekit.targets.executorch.layer_errors import layer_errors
 
         return layer_errors(source, x, names, work)
+
+    def describe(self, path: Path) -> FileFacts:
+        from edgekit.targets.executorch.describe import describe
+
+        return describe(Path(path))
+
+    def census(self, path: Path, manifest: dict[str, Any] | None = None) -> Census:
+        from edgekit.targets.executorch.census import census
+
+        return census(Path(path), manifest)
+
+    def profile(
+        self, path: Path, manifest: dict[str, Any], threads: int, runs: int, warmup: int
+    ) -> OpTimes:
+        from edgekit.targets.executorch.profile import profile
+
+        return profile(Path(path), manifest, threads, runs, warmup)
 
     def official_runner(self) -> OfficialRunner:
         from edgekit.targets.executorch.android import RUNNER

@@ -12,9 +12,11 @@ import numpy as np
 from edgekit.errors import UnsupportedExport, UserInputError
 from edgekit.native import drop_log_messages
 from edgekit.targets.base import ExportRequest
+from edgekit.targets.census import clean_module_path
 
 # edge-dialect conv/linear targets, for the export-time quantization count
 EDGE_CONV_LINEAR = ("aten.convolution", "aten.linear", "aten.addmm", "aten.mm")
+WRAPPER_PREFIX = "inner."  # the fp16 recipe's wrapper module: HalfPrecision.inner
 
 
 def quiet_library_noise() -> None:
@@ -54,13 +56,7 @@ def prepare_module(request: ExportRequest, example: np.ndarray) -> tuple[Any, di
         # dynamic quantization observes nothing at calibration time; one pass traces the graph
         calibration = example
     if request.keep_float:
-        known = dict(module.named_modules())
-        missing = [path for path in request.keep_float if path not in known]
-        if missing:
-            raise UserInputError(
-                f"executorch: no module {', '.join(missing)} in {request.source.name} "
-                "(keep_float takes torch module paths such as block2.dw)"
-            )
+        check_keep_float(request, module, example)
     quantizer = xnnpack_quantizer(dynamic, request.keep_float)
     activations = (
         "dynamic per-tensor int8 activations (scale chosen at run time)"
@@ -78,6 +74,49 @@ def prepare_module(request: ExportRequest, example: np.ndarray) -> tuple[Any, di
             f"executorch/{recipe}: PT2E quantization failed: {_first_line(exc)}"
         ) from exc
     return converted, details
+
+
+def check_keep_float(request: ExportRequest, module: Any, example: np.ndarray) -> None:
+    """Every kept path must be a module some node of the traced graph runs in: the quantizer's
+    module filter matches nodes by module stack, and a filter that matches nothing keeps
+    nothing float, silently."""
+    from edgekit.layermap import ops_from, unmapped_reason
+    from edgekit.quantize.layers import exported_graph
+
+    known = dict(module.named_modules())
+    missing = [path for path in request.keep_float if path not in known]
+    if missing:
+        raise UserInputError(
+            f"executorch: no module {', '.join(missing)} in {request.source.name} "
+            "(keep_float takes torch module paths such as block2.dw)"
+        )
+    modules = [
+        clean_module_path(list(stack.values())[-1][0]) if stack else None
+        for node in exported_graph(module, example).nodes
+        if node.op == "call_function"
+        for stack in [node.meta.get("nn_module_stack")]
+    ]
+    for path in request.keep_float:
+        if not ops_from(path, modules):
+            reason = unmapped_reason(path, modules, "executorch")
+            raise UserInputError(f"executorch: cannot keep {path} float: {reason}")
+
+
+def verify_kept_float(keep_float: tuple[str, ...], stats: dict[str, Any]) -> None:
+    """Never report an exclusion that did not happen: a kept module's conv/linear nodes must
+    have float weights in the lowered graph."""
+    floats = stats["float_conv_linear_layers"]
+    for path in keep_float:
+        mine = [name for name in stats["conv_linear_layers"] if _inside(name, path)]
+        if mine and not any(_inside(name, path) for name in floats):
+            raise UnsupportedExport(
+                f"executorch int8: keeping '{path}' float did not happen: its conv/linear "
+                f"nodes ({', '.join(mine)}) still have int8 weights"
+            )
+
+
+def _inside(module: str, path: str) -> bool:
+    return module == path or module.startswith(path + ".")
 
 
 def xnnpack_quantizer(dynamic: bool, keep_float: tuple[str, ...]) -> Any:
@@ -121,11 +160,17 @@ def lower(module: Any, example: Any, recipe: str) -> tuple[bytes, dict[str, Any]
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
+    from edgekit.targets.executorch.debug_handles import handle_modules, instruction_handles
+
     try:
         program = torch.export.export(module, (example,))
         edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
         stats = edge_graph_stats(edge.exported_program().graph_module)
-        buffer = edge.to_executorch().buffer
+        # the .pte keeps debug handles, not module paths: the manifest keeps the link
+        stats["debug_handles"] = handle_modules(edge, WRAPPER_PREFIX if recipe == "fp16" else "")
+        executorch_program = edge.to_executorch()
+        stats["instruction_handles"] = instruction_handles(executorch_program)
+        buffer = executorch_program.buffer
     except Exception as exc:
         raise UnsupportedExport(
             f"executorch/{recipe}: export/lowering failed: {_first_line(exc)}"
@@ -153,6 +198,7 @@ def edge_graph_stats(graph_module: Any) -> dict[str, Any]:
     delegated = 0
     conv_linear = quantized = 0
     float_layers: list[str] = []
+    conv_linear_layers: list[str] = []
     backends = set()
     lowered_modules = get_lowered_backend_modules(graph_module)
     for lowered in lowered_modules:
@@ -163,7 +209,8 @@ def edge_graph_stats(graph_module: Any) -> dict[str, Any]:
             delegated += 1
             if any(name in str(node.target) for name in EDGE_CONV_LINEAR):
                 conv_linear += 1
-                if any(_is_dequantize(arg) for arg in node.all_input_nodes):
+                conv_linear_layers.append(_layer_name(node))
+                if _has_int8_weight(node):
                     quantized += 1
                 else:
                     float_layers.append(_layer_name(node))
@@ -176,6 +223,7 @@ def edge_graph_stats(graph_module: Any) -> dict[str, Any]:
         "conv_linear_nodes": conv_linear,
         "quantized_conv_linear_nodes": quantized,
         "float_conv_linear_layers": float_layers,
+        "conv_linear_layers": conv_linear_layers,
     }
 
 
@@ -184,7 +232,7 @@ def _layer_name(node: Any) -> str:
     stack = node.meta.get("nn_module_stack") or {}
     if stack:
         path = list(stack.values())[-1][0]
-        return str(path).removeprefix("L['self'].").removeprefix("inner.")
+        return clean_module_path(path).removeprefix(WRAPPER_PREFIX)
     return str(node.name)
 
 
@@ -195,6 +243,22 @@ def _edge_op_name(target: Any) -> str:
 
 def _is_dequantize(node: Any) -> bool:
     return node.op == "call_function" and "dequantize" in str(node.target)
+
+
+def _has_int8_weight(node: Any) -> bool:
+    """Whether a conv/linear node's *weight* comes through a dequantize: a float layer after
+    an int8 one still reads a dequantized activation, so any-input would call it int8."""
+    # convolution/linear(input, weight, ...), mm(input, weight), addmm(bias, input, weight)
+    position = 2 if "addmm" in str(node.target) else 1
+    if len(node.args) <= position or not hasattr(node.args[position], "op"):
+        return any(_is_dequantize(arg) for arg in node.all_input_nodes)
+    weight = node.args[position]
+    # a transposed or reshaped weight (permute_copy before mm) is still the weight
+    while weight.op == "call_function" and not _is_dequantize(weight) and weight.args:
+        if not hasattr(weight.args[0], "op"):
+            break
+        weight = weight.args[0]
+    return _is_dequantize(weight)
 
 
 def export_warnings(recipe: str, details: dict[str, Any]) -> list[str]:

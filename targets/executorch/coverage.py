@@ -6,6 +6,7 @@ kernels, which are about 100x slower."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections import Counter
 from importlib import resources
@@ -73,7 +74,7 @@ def coverage(path: Path, manifest: dict[str, Any]) -> Coverage:
         delegate = plan.delegates[index]
         graph = None
         if delegate.id == XNNPACK_BACKEND:
-            graph = _xnnpack_graph(_delegate_payload(program, delegate))
+            graph = xnnpack_graph(delegate_payload(program, delegate))
         if graph is None:
             # unreadable payload: count the call as one op; the export-time count is in details
             fast_ops += 1
@@ -108,7 +109,7 @@ def coverage(path: Path, manifest: dict[str, Any]) -> Coverage:
     )
 
 
-def _delegate_payload(program: Any, delegate: Any) -> bytes | None:
+def delegate_payload(program: Any, delegate: Any) -> bytes | None:
     from executorch.exir.schema import DataLocation
 
     reference = delegate.processed
@@ -117,7 +118,7 @@ def _delegate_payload(program: Any, delegate: Any) -> bytes | None:
     return None  # deserialize_pte_binary moves segments inline; anything else is unexpected
 
 
-def _xnnpack_graph(payload: bytes | None) -> dict[str, Any] | None:
+def xnnpack_graph(payload: bytes | None) -> dict[str, Any] | None:
     """The XNNPACK subgraph (XNNGraph flatbuffer) of a delegate payload, as JSON via flatc."""
     if not payload:
         return None
@@ -143,9 +144,16 @@ def _xnnpack_graph(payload: bytes | None) -> dict[str, Any] | None:
         command.append(str(folder / "graph.bin"))
         try:
             subprocess.run(command, check=True, capture_output=True, timeout=60)
-            return json.loads((folder / "graph.json").read_text())
+            return json.loads(_strict((folder / "graph.json").read_text()))
         except (OSError, subprocess.SubprocessError, ValueError):
             return None
+
+
+def _strict(text: str) -> str:
+    """flatc writes a fused ReLU's unbounded clamp as a bare ``inf`` (and ``nan``), which
+    strict JSON lacks: spell them as Python's json reads them."""
+    text = re.sub(r"(?<=[:\[,\s])(-?)inf\b", r"\1Infinity", text)
+    return re.sub(r"(?<=[:\[,\s])-?nan\b", "NaN", text)
 
 
 def _xnnpack_graph_stats(graph: dict[str, Any]) -> tuple[Counter, int, int]:

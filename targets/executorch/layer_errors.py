@@ -9,8 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from edgekit.layermap import missing_figures
 from edgekit.native import quiet_python
 from edgekit.quantize.layers import layer_of
+from edgekit.targets.base import LayerErrors
+from edgekit.targets.census import clean_module_path
 
 if TYPE_CHECKING:
     from edgekit.source import SourceModel
@@ -19,9 +22,7 @@ TOOL = "torchao PT2E numeric debugger (XNNPACKQuantizer)"
 PT2E_SAMPLES = 16  # calibration for the cross-check (its observers are slow)
 
 
-def layer_errors(
-    source: SourceModel, x: np.ndarray, names: list[str], work: Path
-) -> tuple[str, dict[str, float]]:
+def layer_errors(source: SourceModel, x: np.ndarray, names: list[str], work: Path) -> LayerErrors:
     import torch
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
@@ -59,11 +60,19 @@ def layer_errors(
             extract_results_from_loggers(reference), extract_results_from_loggers(actual)
         )
     per_layer: dict[str, float] = {}
-    for summary in results.values():  # graph order: a layer's last node wins
-        layer = layer_of(str(summary.ref_module_stack), names)
+    modules = [_module(summary.ref_module_stack) for summary in results.values()]
+    for summary, module in zip(results.values(), modules, strict=True):  # a layer's last wins
+        layer = layer_of(module, names) if module else None
         if layer:
             per_layer[layer] = float(torch.stack([r.sqnr for r in summary.results]).mean())
-    return TOOL, per_layer
+    missing = missing_figures(names, modules, per_layer, "executorch", TOOL)
+    return LayerErrors(TOOL, per_layer, missing)
+
+
+def _module(stack: object) -> str | None:
+    """The module path torchao gives a compared node ("{}" for a node with no module stack)."""
+    path = clean_module_path(str(stack))
+    return None if not path or path.startswith("{") else path
 
 
 def fold_batch_norms(module: Any) -> Any:

@@ -85,8 +85,13 @@ class HostSession(Session):
 
         return torch.from_numpy(np.ascontiguousarray(sample)).to(self._dtype).contiguous()
 
+    def stage_raw(self, arrays: list[np.ndarray]) -> list[Any]:
+        import torch
+
+        return [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays]
+
     def invoke(self, staged: Any) -> Any:
-        return self._method.execute([staged])[0]
+        return self._method.execute(staged if isinstance(staged, list) else [staged])[0]
 
     def output(self, raw: Any) -> np.ndarray:
         import torch
@@ -123,8 +128,11 @@ class NumpyRuntimeSession(Session):
     def stage(self, sample: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(sample, dtype=self._dtype)
 
-    def invoke(self, staged: np.ndarray) -> Any:
-        return self._method([staged])[0]
+    def stage_raw(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.ascontiguousarray(a) for a in arrays]
+
+    def invoke(self, staged: Any) -> Any:
+        return self._method(staged if isinstance(staged, list) else [staged])[0]
 
     def output(self, raw: Any) -> np.ndarray:
         return np.asarray(raw, dtype=np.float32).copy()

@@ -147,6 +147,24 @@ def export_failure(source: SourceModel, dynamo: BaseException, legacy: BaseExcep
     )
 
 
+def optimise_onnx_source(source: SourceModel, path: Path) -> dict[str, Any]:
+    """The user's own graph, onnxruntime's basic (hardware-independent) graph optimisations
+    applied and saved: constant folding, redundant nodes removed, Conv+BN/Add/Mul fused. The
+    extended and layout levels are left out: they write ORT-only contrib ops (NCHWc, fused
+    Gemm+activation) that other ONNX runtimes and the quantizer do not take."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(path)
+    options.log_severity_level = 3
+    ort.InferenceSession(source.module.model_bytes, options, providers=["CPUExecutionProvider"])
+    return {
+        "exporter": f"the source ONNX graph, onnxruntime {ort.__version__} basic optimisations",
+        "source_notes": list(source.notes),
+    }
+
+
 def check_model(path: Path) -> None:
     import onnx
 

@@ -38,7 +38,7 @@ COMPUTE_OPS = CONV_OPS | MATMUL_OPS | ADD_OPS | INT8_COMPUTE_OPS
 
 
 @dataclass
-class _RuntimeGraph:
+class RuntimeGraph:
     """The graph onnxruntime runs after optimization, and where each node was placed."""
 
     nodes: list[Any]
@@ -55,7 +55,7 @@ def coverage(path: Path, manifest: dict[str, Any]) -> Coverage:
     file_graph = onnx.load(str(path), load_external_data=False).graph
     file_ops = Counter(node.op_type for node in file_graph.node)
     with temporary_directory("edgekit-onnx-coverage-") as tmp:
-        runtime = _runtime_graph(path, chosen, tmp)
+        runtime = runtime_graph(path, chosen, tmp)
     wanted = chosen[0]
     fast, fallback = 0, Counter()
     for node in runtime.nodes:
@@ -85,7 +85,7 @@ def coverage(path: Path, manifest: dict[str, Any]) -> Coverage:
     )
 
 
-def _runtime_graph(path: Path, chosen: list[str], tmp: Path) -> _RuntimeGraph:
+def runtime_graph(path: Path, chosen: list[str], tmp: Path) -> RuntimeGraph:
     import onnx
 
     options = session_options(1)
@@ -102,7 +102,7 @@ def _runtime_graph(path: Path, chosen: list[str], tmp: Path) -> _RuntimeGraph:
     placement = _placement(Path(session.end_profiling()))
     optimized = onnx.load(str(tmp / "optimized.onnx"), load_external_data=False).graph
     weight_types = {init.name: init.data_type for init in optimized.initializer}
-    return _RuntimeGraph(list(optimized.node), weight_types, placement)
+    return RuntimeGraph(list(optimized.node), weight_types, placement)
 
 
 def _np_type(ort_type: str) -> Any:
@@ -149,7 +149,7 @@ def _runs_fp16(node: Any, weight_types: dict[str, int]) -> bool:
 def _summary(
     file_ops: Counter,
     runtime_ops: Counter,
-    runtime: _RuntimeGraph,
+    runtime: RuntimeGraph,
     compute: list[Any],
     int8: list[Any],
     quantized: bool,

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from edgekit.layermap import missing_figures
 from edgekit.native import quiet_python
 from edgekit.quantize.layers import layer_of
-from edgekit.targets.base import ExportRequest
+from edgekit.targets.base import ExportRequest, LayerErrors
 from edgekit.targets.onnx.convert import INPUT_NAME, QUIET, export_fp32
-from edgekit.targets.onnx.names import module_path
+from edgekit.targets.onnx.names import node_modules
 from edgekit.targets.onnx.quantize import quantize_static_qdq
 
 if TYPE_CHECKING:
@@ -22,9 +23,7 @@ if TYPE_CHECKING:
 TOOL = "onnxruntime qdq_loss_debug xmodel_err"
 
 
-def layer_errors(
-    source: SourceModel, x: np.ndarray, names: list[str], work: Path
-) -> tuple[str, dict[str, float]]:
+def layer_errors(source: SourceModel, x: np.ndarray, names: list[str], work: Path) -> LayerErrors:
     import onnx
     from onnxruntime.quantization.qdq_loss_debug import (
         collect_activations,
@@ -47,9 +46,11 @@ def layer_errors(
         floats = collect_activations(str(work / "f_aug.onnx"), iter(feeds))
         ints = collect_activations(str(work / "q_aug.onnx"), iter(feeds))
         errors = compute_activation_error(create_activation_matching(ints, floats))
+    nodes = list(onnx.load(str(pre), load_external_data=False).graph.node)
+    modules = node_modules(nodes)  # the census's mapping: a folded Relu is its conv's
     producer_layer = {}
-    for node in onnx.load(str(pre), load_external_data=False).graph.node:
-        layer = layer_of(module_path(node), names)
+    for node in nodes:
+        layer = layer_of(modules[id(node)], names)
         for output in node.output:
             producer_layer[output] = layer
     per_layer: dict[str, float] = {}
@@ -57,4 +58,5 @@ def layer_errors(
         layer = producer_layer.get(tensor)
         if layer and "xmodel_err" in error:
             per_layer[layer] = float(error["xmodel_err"])
-    return TOOL, per_layer
+    known = [modules[id(node)] or None for node in nodes]
+    return LayerErrors(TOOL, per_layer, missing_figures(names, known, per_layer, "onnx", TOOL))

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from edgekit.errors import UnsupportedExport, UserInputError
+from edgekit.layermap import ops_from, unmapped_reason
 from edgekit.targets.base import ExportRequest
 from edgekit.targets.onnx.convert import one_line
-from edgekit.targets.onnx.names import module_path
+from edgekit.targets.onnx.names import node_modules, restore_scopes
 
 # Op types int8-dynamic quantizes. None quantizes every type ORT can (convolutions included),
 # which makes ConvInteger nodes that run ~7.6x slower than fp32 on x86; set it to None only to
@@ -47,32 +48,32 @@ def pre_process(fp32: Path, work: Path, warn: list[str]) -> tuple[Path, bool]:
     pre = work / "pre.onnx"
     try:
         quant_pre_process(str(fp32), str(pre))
-        return pre, True
     except Exception as error:
         warn.append(f"quant_pre_process failed, quantized the exported model: {one_line(error)}")
         return fp32, False
+    restore_scopes(fp32, pre)  # so that keep_float and the artifact still name modules
+    return pre, True
 
 
 def excluded_nodes(model_path: Path, keep_float: tuple[str, ...]) -> list[str]:
-    """ONNX node names produced by the torch modules in ``keep_float`` (dynamo metadata)."""
+    """ONNX node names that come from the torch modules in ``keep_float``
+    (:func:`~edgekit.targets.onnx.names.node_modules`); a path no node comes from is refused
+    with the reason."""
     if not keep_float:
         return []
     import onnx
 
-    nodes = onnx.load(str(model_path), load_external_data=False).graph.node
-    excluded, matched = [], set()
-    for node in nodes:
-        scope = module_path(node)
-        for keep in keep_float:
-            if scope == keep or scope.startswith(keep + "."):
-                excluded.append(node.name)
-                matched.add(keep)
-    missing = [keep for keep in keep_float if keep not in matched]
-    if missing:
-        raise UserInputError(
-            f"onnx: no ONNX node comes from module(s) {', '.join(missing)} "
-            "(keep_float needs the dynamo exporter's name_scopes metadata and a module path)"
-        )
+    nodes = list(onnx.load(str(model_path), load_external_data=False).graph.node)
+    found = node_modules(nodes)
+    modules = [found[id(node)] or None for node in nodes]
+    excluded: list[str] = []
+    for keep in keep_float:
+        chosen = ops_from(keep, modules)
+        if not chosen:
+            raise UserInputError(
+                f"onnx: cannot keep {keep} float: {unmapped_reason(keep, modules, 'onnx')}"
+            )
+        excluded += [nodes[i].name for i in chosen if nodes[i].name not in excluded]
     return excluded
 
 
@@ -80,7 +81,8 @@ class CalibrationReader:
     """Feeds calibration samples one at a time (batch-1 model); ORT's CalibrationDataReader is
     duck-typed (``__subclasshook__`` on ``get_next``)."""
 
-    def __init__(self, data: np.ndarray, input_name: str) -> None:
+    def __init__(self, data: np.ndarray, input_name: str, layout: str = "NCHW") -> None:
+        data = data.transpose(0, 2, 3, 1) if layout == "NHWC" else data  # calibration is NCHW
         self.data = np.ascontiguousarray(data, dtype=np.float32)
         self.input_name = input_name
         self.index = 0
@@ -97,7 +99,13 @@ class CalibrationReader:
 
 
 def quantize_static_qdq(
-    fp32: Path, out: Path, request: ExportRequest, work: Path, warn: list[str], input_name: str
+    fp32: Path,
+    out: Path,
+    request: ExportRequest,
+    work: Path,
+    warn: list[str],
+    input_name: str,
+    layout: str = "NCHW",
 ) -> dict[str, Any]:
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
@@ -108,7 +116,7 @@ def quantize_static_qdq(
     quantize_static(
         str(pre),
         str(out),
-        CalibrationReader(request.calibration, input_name),
+        CalibrationReader(request.calibration, input_name, layout),
         quant_format=QuantFormat.QDQ,
         activation_type=QuantType.QUInt8,  # U8S8: the fast x86 kernels (S8S8 is 1.7x slower)
         weight_type=QuantType.QInt8,

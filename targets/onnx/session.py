@@ -29,13 +29,27 @@ def session_options(threads: int) -> Any:
     return options
 
 
-def providers(accelerator: Accelerator) -> list[str]:
+# ``provider=`` names one GPU provider (the server device's CUDA and TensorRT rows)
+PROVIDER_NAMES = {"cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
+
+
+def providers(accelerator: Accelerator, provider: str | None = None) -> list[str]:
     """Execution providers; DeviceUnavailable when the GPU ones are missing."""
     import onnxruntime as ort
 
     if accelerator != Accelerator.GPU:
         return [CPU_PROVIDER]
     available = ort.get_available_providers()
+    if provider is not None:
+        if provider not in PROVIDER_NAMES:
+            raise UserInputError(f"provider '{provider}': choose from {', '.join(PROVIDER_NAMES)}")
+        wanted = PROVIDER_NAMES[provider]
+        if wanted not in available:
+            raise DeviceUnavailable(
+                f"onnx: {wanted} is not available here: onnxruntime has providers {available} "
+                "(pip install 'edgekit[cuda]' on a CUDA machine)"
+            )
+        return [wanted, CPU_PROVIDER]
     for provider in GPU_PROVIDERS:
         if provider in available:
             return [provider, CPU_PROVIDER]
@@ -64,11 +78,16 @@ def create_session(path: Path, options: Any, chosen: list[str]) -> Any:
 
 class OnnxSession(Session):
     def __init__(
-        self, path: Path, manifest: dict[str, Any], accelerator: Accelerator, threads: int
+        self,
+        path: Path,
+        manifest: dict[str, Any],
+        accelerator: Accelerator,
+        threads: int,
+        provider: str | None = None,
     ) -> None:
         import onnxruntime as ort
 
-        chosen = providers(accelerator)
+        chosen = providers(accelerator, provider)
         self._session = create_session(path, session_options(threads), chosen)
         self._input_spec = TensorSpec.from_dict(manifest["input"])
         self._output_spec = TensorSpec.from_dict(manifest["output"])
@@ -85,9 +104,15 @@ class OnnxSession(Session):
             "inter_op_threads": 1,
             "graph_optimization_level": "ORT_ENABLE_ALL",
         }
+        if provider is not None:
+            self.info["variant"] = provider
 
     def stage(self, sample: np.ndarray) -> dict[str, np.ndarray]:
         return {self._input_name: stage_input(sample, self._input_spec)}
+
+    def stage_raw(self, arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
+        names = [arg.name for arg in self._session.get_inputs()]
+        return dict(zip(names, (np.ascontiguousarray(a) for a in arrays), strict=True))
 
     def invoke(self, staged: dict[str, np.ndarray]) -> list[np.ndarray]:
         return self._session.run(self._output_names, staged)
@@ -106,4 +131,4 @@ def open_session(
     threads: int = 1,
     **options: Any,
 ) -> Session:
-    return OnnxSession(Path(path), manifest, accelerator, threads)
+    return OnnxSession(Path(path), manifest, accelerator, threads, options.get("provider"))

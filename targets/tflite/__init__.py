@@ -18,10 +18,14 @@ from edgekit.native import quiet_native, quiet_python
 from edgekit.targets import register
 from edgekit.targets.base import (
     Accelerator,
+    Census,
     Coverage,
     ExportInfo,
     ExportRequest,
+    FileFacts,
+    LayerErrors,
     OfficialRunner,
+    OpTimes,
     Target,
 )
 
@@ -129,10 +133,27 @@ class TFLiteTarget(Target):
 
     def layer_errors(
         self, source: SourceModel, x: np.ndarray, names: list[str], work: Path
-    ) -> tuple[str, dict[str, float]]:
+    ) -> LayerErrors:
         from edgekit.targets.tflite.layer_errors import layer_errors
 
         return layer_errors(source, x, names, work)
+
+    def describe(self, path: Path) -> FileFacts:
+        from edgekit.targets.tflite.describe import describe
+
+        return describe(Path(path))
+
+    def census(self, path: Path, manifest: dict[str, Any] | None = None) -> Census:
+        from edgekit.targets.tflite.census import census
+
+        return census(Path(path))
+
+    def profile(
+        self, path: Path, manifest: dict[str, Any], threads: int, runs: int, warmup: int
+    ) -> OpTimes:
+        from edgekit.targets.tflite.profile import profile
+
+        return profile(Path(path), manifest, threads, runs, warmup)
 
     def official_runner(self) -> OfficialRunner:
         from edgekit.targets.tflite.android import RUNNER

@@ -1,13 +1,13 @@
 """int8 with float islands for LiteRT: ai-edge-quantizer ``static_wi8_ai8`` on the fp32 file with
-one ``NO_QUANTIZE`` entry per kept module, matched on the op scope litert-torch writes
-(:func:`module_regex`). The written file is checked: every op of a kept module must read float
-activations, and an unknown module path is an error (a regex that matches nothing raises
-nothing in ai-edge-quantizer). ``details["float_ops"]`` lists what stayed float."""
+one ``NO_QUANTIZE`` entry per kept module, matching exactly the op scopes of the ops the census
+attributes to it (:func:`keep_patterns`). The written file is checked: every op of a kept module
+must read float activations, and a module no op comes from is an error with the reason (a regex
+that matches nothing raises nothing in ai-edge-quantizer). ``details["float_ops"]`` lists what
+stayed float."""
 
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.errors import UnsupportedExport, UserInputError
+from edgekit.layermap import ops_from, unmapped_reason
 from edgekit.targets.base import ExportRequest
 from edgekit.targets.tflite.converted import Converted, no_progress_bars, version
 from edgekit.targets.tflite.flatbuffer import add_float_io, graph_ops
@@ -22,53 +23,22 @@ from edgekit.targets.tflite.flatbuffer import add_float_io, graph_ops
 INTEGER_TYPES = ("int8", "uint8", "int16")
 
 
-def module_regex(path: str) -> str:
-    """A regex for ai-edge-quantizer's op scope (the op's output tensor names + ``;``) that
-    matches the ops litert-torch made from torch module ``path`` or its children.
+def keep_patterns(float_file: Path, keep_float: tuple[str, ...]) -> dict[str, str]:
+    """keep path -> a regex for ai-edge-quantizer that matches exactly the op scopes (each op's
+    output tensor names + ``;``) of the ops the census attributes to that module of the fp32
+    file (:mod:`edgekit.layermap`); a path no op comes from is refused with the reason."""
+    from edgekit.targets.tflite.census import census
 
-    litert-torch names a tensor ``Root/Cls_a/Cls_b/Cls_leaf;N``; a fused op joins the names of
-    the ops it absorbed with ``;;`` (activation first, the conv last, sometimes a neighbour's
-    activation in between), so only the last name decides. The root may be the channel-last
-    wrapper plus ``Cls_wrapped``.
-    """
-    segments = "/".join(r"[^/;]*_" + re.escape(part) for part in path.split("."))
-    return r"(^|;;)[^;/]*(/[^;/]*_wrapped)?/" + segments + r"(/[^;]*)?;\d*;$"
-
-
-def output_module(module: Any, example: np.ndarray) -> str | None:
-    """The torch module path of the op that produces the model's output: litert-torch names
-    that tensor after the signature (``serving_default_output_0``), not after the module."""
-    import torch
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        graph = torch.export.export(module.eval(), (torch.from_numpy(example),)).graph
-    output = next(node for node in graph.nodes if node.op == "output")
-    producer = output.args[0][0] if isinstance(output.args[0], (list, tuple)) else output.args[0]
-    stack = producer.meta.get("nn_module_stack") or {}
-    return list(stack.values())[-1][0] if stack else None
-
-
-def keep_patterns(
-    float_file: Path, keep_float: tuple[str, ...], output_owner: str | None
-) -> dict[str, str]:
-    """keep path -> regex, checked against the fp32 file: every path must name some op."""
     ops = graph_ops(float_file)
+    modules = [op.module for op in census(float_file).ops]
     patterns = {}
     for keep in keep_float:
-        pattern = module_regex(keep)
-        if not any(re.search(pattern, op.scope) for op in ops):
-            owns_output = output_owner is not None and (
-                output_owner == keep or output_owner.startswith(keep + ".")
+        chosen = ops_from(keep, modules)
+        if not chosen:
+            raise UserInputError(
+                f"tflite int8: cannot keep {keep} float: {unmapped_reason(keep, modules, 'tflite')}"
             )
-            producers = [op.scope for op in ops if op.produces_output]
-            if not owns_output or len(producers) != 1:
-                raise UserInputError(
-                    f"tflite int8: no op of the converted model comes from module '{keep}' "
-                    "(keep_float takes torch module paths such as block2.dw)"
-                )
-            pattern = "^" + re.escape(producers[0]) + "$"
-        patterns[keep] = pattern
+        patterns[keep] = "^(" + "|".join(re.escape(ops[i].scope) for i in chosen) + ")$"
     return patterns
 
 
@@ -86,7 +56,6 @@ def static_keep_float(
     destination: Path,
     calibration: np.ndarray,
     keep_float: tuple[str, ...],
-    output_owner: str | None,
 ) -> dict[str, list[str]]:
     """Static int8 of ``float_file`` except the ops of ``keep_float``; returns, per kept path,
     the float ops found in the result (UnsupportedExport when one is still quantized)."""
@@ -95,7 +64,7 @@ def static_keep_float(
     from ai_edge_quantizer import recipe as recipes
     from ai_edge_quantizer.algorithm_manager import AlgorithmName
 
-    patterns = keep_patterns(float_file, keep_float, output_owner)
+    patterns = keep_patterns(float_file, keep_float)
     quantizer = aeq.Quantizer(str(float_file))
     quantizer.load_quantization_recipe(recipes.static_wi8_ai8())
     for pattern in patterns.values():
@@ -147,9 +116,8 @@ def int8_keep_float(
     scratch: Path,
 ) -> Converted:
     integer_file = scratch / "int8_io.tflite"
-    owner = output_module(request.source.module, request.source.example_input())
     kept = static_keep_float(
-        float_file, integer_file, to_layout(request.calibration), request.keep_float, owner
+        float_file, integer_file, to_layout(request.calibration), request.keep_float
     )
     details["quantizer"] = (
         f"ai-edge-quantizer {version('ai-edge-quantizer')} static_wi8_ai8 (per-channel int8 "

@@ -1,20 +1,24 @@
 """LiteRT's own per-layer int8 error: ai-edge-quantizer ``static_wi8_ai8`` on the fp32 .tflite,
 ``validate()`` per tensor (its SNR is a linear ratio; converted to dB), mapped back to torch
-module paths through the op scopes litert-torch writes."""
+module paths through the census of the fp32 file: each tensor is an op's output, the op's
+module path is the census's (:mod:`edgekit.layermap`), and a layer's figure is its last
+tensor's."""
 
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from edgekit.layermap import missing_figures
 from edgekit.native import quiet_native, quiet_python
-from edgekit.targets.base import ExportRequest
+from edgekit.quantize.layers import layer_of
+from edgekit.targets.base import ExportRequest, LayerErrors
+from edgekit.targets.tflite.census import census
 from edgekit.targets.tflite.converted import no_progress_bars
-from edgekit.targets.tflite.keep_float import module_regex, signature_input
+from edgekit.targets.tflite.keep_float import signature_input
 
 if TYPE_CHECKING:
     from edgekit.source import SourceModel
@@ -22,9 +26,7 @@ if TYPE_CHECKING:
 TOOL = "ai-edge-quantizer validate() SNR (static_wi8_ai8)"
 
 
-def layer_errors(
-    source: SourceModel, x: np.ndarray, names: list[str], work: Path
-) -> tuple[str, dict[str, float]]:
+def layer_errors(source: SourceModel, x: np.ndarray, names: list[str], work: Path) -> LayerErrors:
     from ai_edge_quantizer import quantizer as aeq
     from ai_edge_quantizer import recipe as recipes
     from ai_edge_quantizer.utils.validation_utils import ValidationErrorMetric
@@ -44,15 +46,14 @@ def layer_errors(
         quantizer.quantize(quantizer.calibrate(feed), enable_progress_report=False)
         result = quantizer.validate(test_data=feed, error_metrics=[ValidationErrorMetric.SNR])
     comparison = result.get_signature_comparison_result(signature)
-    patterns = {name: module_regex(name) for name in names}
+    ops = census(fp32).ops
+    producer = {op.name: layer_of(op.module, names) for op in ops if op.module}
     per_layer: dict[str, float] = {}
     tensors = {**comparison.intermediate_tensors, **comparison.output_tensors}
-    for tensor, metrics in tensors.items():
-        scope = tensor + ";"
-        matched = [name for name, pattern in patterns.items() if re.search(pattern, scope)]
-        if not matched and tensor in comparison.output_tensors:
-            matched = [names[-1]]  # litert-torch names the output after the signature
-        snr = metrics.get("snr")
-        if matched and snr is not None and snr > 0:
-            per_layer[max(matched, key=len)] = 10.0 * math.log10(snr) if math.isfinite(snr) else snr
-    return TOOL, per_layer
+    for op in ops:  # execution order: a layer's last tensor wins
+        snr = tensors.get(op.name, {}).get("snr")
+        layer = producer.get(op.name)
+        if layer and snr is not None and snr > 0:
+            per_layer[layer] = 10.0 * math.log10(snr) if math.isfinite(snr) else snr
+    modules = [op.module for op in ops]
+    return LayerErrors(TOOL, per_layer, missing_figures(names, modules, per_layer, "tflite", TOOL))

@@ -134,7 +134,8 @@ class InterpreterSession(Session):
         _, runtime = _interpreter_module()
         self._interpreter = make_interpreter(path, threads=threads, xnnpack=xnnpack)
         self._input_spec, self._output_spec = _checked_specs(manifest, self._interpreter)
-        self._input_index = self._interpreter.get_input_details()[0]["index"]
+        self._input_indices = [d["index"] for d in self._interpreter.get_input_details()]
+        self._input_index = self._input_indices[0]
         self._output_index = self._interpreter.get_output_details()[0]["index"]
         replaced, partitions = delegated_nodes(self._interpreter)
         total = len(self._interpreter._get_ops_details()) - partitions
@@ -157,8 +158,15 @@ class InterpreterSession(Session):
     def stage(self, sample: np.ndarray) -> np.ndarray:
         return stage_input(sample, self._input_spec)
 
-    def invoke(self, staged: np.ndarray) -> np.ndarray:
-        self._interpreter.set_tensor(self._input_index, staged)
+    def stage_raw(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.ascontiguousarray(a) for a in arrays]
+
+    def invoke(self, staged: np.ndarray | list[np.ndarray]) -> np.ndarray:
+        if isinstance(staged, list):
+            for index, array in zip(self._input_indices, staged, strict=True):
+                self._interpreter.set_tensor(index, array)
+        else:
+            self._interpreter.set_tensor(self._input_index, staged)
         self._interpreter.invoke()
         return self._interpreter.get_tensor(self._output_index)
 
@@ -231,8 +239,14 @@ class CompiledModelSession(Session):
     def stage(self, sample: np.ndarray) -> np.ndarray:
         return stage_input(sample, self._input_spec)
 
-    def invoke(self, staged: np.ndarray) -> np.ndarray:
-        self._inputs[0].write(staged)
+    def stage_raw(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.ascontiguousarray(a) for a in arrays]
+
+    def invoke(self, staged: np.ndarray | list[np.ndarray]) -> np.ndarray:
+        for buffer, array in zip(
+            self._inputs, staged if isinstance(staged, list) else [staged], strict=False
+        ):
+            buffer.write(array)
         self._model.run_by_index(0, self._inputs, self._outputs)
         return self._outputs[0].read(self._output_size, self._output_dtype)
 

@@ -126,7 +126,7 @@ class Arm64EmuDevice(Device):
     ) -> BlockTimer:
         emulator, land, cpu = self.place(artifact)
         target = get_target(artifact.target)
-        if sample is None:
+        if sample is None and artifact.classifier:
             from edgekit.preprocess import Preprocess
 
             shape = Preprocess.from_dict(artifact.manifest["preprocessing"]).input_shape()
@@ -157,6 +157,9 @@ class Arm64EmuDevice(Device):
             return {"ready": True, **load_device().facts}
         except DeviceUnavailable as exc:
             return {"ready": False, "reason": str(exc)}
+
+    def advertise(self) -> dict[str, float]:
+        return {f"edgekit_device_{self.name}": 1.0} if self.facts().get("ready") else {}
 
     def setup(self, progress: Callable[[str], None], **options: Any) -> None:
         from edgekit.devices.arm64_emu.setup import setup_device

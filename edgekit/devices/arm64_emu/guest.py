@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from edgekit.loop import first_invoke_ms, timed_block, warm_up
-from edgekit.targets.session import Accelerator
+from edgekit.targets.session import Accelerator, random_inputs
 
 
 def cpu_facts() -> dict:
@@ -70,7 +70,11 @@ def main() -> None:
             np.save(request["output"], outputs)
             reply({"event": "done", "runtime": runtime, "shape": list(outputs.shape)})
             return
-        staged = session.stage(np.load(request["input"]))
+        manifest = request["manifest"]
+        if (manifest.get("foreign") or {}).get("classifier") is False:
+            staged = session.stage_raw(random_inputs(manifest["inputs"]))
+        else:
+            staged = session.stage(np.load(request["input"]))
         first_ms = first_invoke_ms(session.invoke, staged)
         warm_ms = warm_up(session.invoke, staged, request["warmup"])
         reply({"event": "ready", "load_ms": load_ms, "first_ms": first_ms, "warm_ms": warm_ms,

@@ -1,0 +1,261 @@
+"""The units of work of ``edgekit run`` (cells): one export (a target x a recipe) and one
+device pool (every artifact on one device: evaluated there, then timed interleaved with the
+baseline per thread count; on the host CPU also profiled layer by layer). ``run_matrix`` runs
+them in this process, or as Ray tasks on a cluster (:mod:`edgekit.cluster.executor`); either
+way the same rows come back."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from edgekit.accuracy import AccuracyRecord, evaluate_artifact
+from edgekit.artifact import Artifact
+from edgekit.bench import bench_artifacts
+from edgekit.data import Dataset
+from edgekit.devices import DEFAULT_DEVICE, get_device
+from edgekit.errors import DeviceUnavailable, EdgekitError
+from edgekit.export import export_artifact
+from edgekit.latency import LatencyRecord, NoiseGuard, Protocol
+from edgekit.results import Row
+from edgekit.run_config import RunConfig
+from edgekit.source import SourceModel
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class PoolResult:
+    """What one device pool measured, where and when (the benchmark's own window)."""
+
+    rows: list[Row]
+    profiles: list[dict[str, Any]] = field(default_factory=list)
+    node: str = ""
+    bench_started: str | None = None
+    bench_finished: str | None = None
+
+
+def export_one(
+    config: RunConfig,
+    source: SourceModel,
+    dataset: Dataset,
+    target: str,
+    recipe: str,
+    out_dir: Path,
+) -> tuple[Artifact | None, Row | None]:
+    """One export cell: the artifact, or the failed row that says why not."""
+    try:
+        if recipe == "int8" and config.accuracy_aware:
+            from edgekit.accuracy_aware import export_accuracy_aware
+
+            aware = export_accuracy_aware(
+                source, dataset, target, config.max_drop, out_dir,
+                config.calibration_samples, point_estimate=config.point_estimate,
+            )  # fmt: skip
+            return aware.artifact, None
+        result = export_artifact(
+            source, dataset, target, recipe, out_dir, config.calibration_samples
+        )
+        return result.artifact, None
+    except EdgekitError as exc:
+        return None, failed_row(target, recipe, None, None, exc, stage="export")
+
+
+def export_all(
+    config: RunConfig,
+    source: SourceModel,
+    dataset: Dataset,
+    out_dir: Path,
+    say: Progress,
+    timings: list[dict[str, Any]] | None = None,
+) -> tuple[list[Artifact], list[Row]]:
+    """Every export of one model, one after the other; each one's time into ``timings``."""
+    exported: list[Artifact] = []
+    rows: list[Row] = []
+    for target in config.targets:
+        for recipe in config.recipes:
+            say(f"export {target}/{recipe}")
+            started = time.perf_counter()
+            artifact, failed = export_one(config, source, dataset, target, recipe, out_dir)
+            if timings is not None:
+                timings.append(export_timing(config.model, target, recipe, started))
+            if artifact is not None:
+                exported.append(artifact)
+            if failed is not None:
+                rows.append(failed)
+    return exported, rows
+
+
+def export_timing(model: str, target: str, recipe: str, started: float) -> dict[str, Any]:
+    """One export's own time and where it ran (``run["phases"]["exports"]``)."""
+    return {"model": model, "target": target, "recipe": recipe, "node": socket.gethostname(),
+            "seconds": time.perf_counter() - started}  # fmt: skip
+
+
+def device_pool(
+    config: RunConfig,
+    device: str,
+    exported: list[Artifact],
+    source: SourceModel | None,
+    dataset: Dataset | None,
+    say: Progress,
+) -> PoolResult:
+    """One device pool: its rows (the pool's baseline included), stamped with the node and the
+    benchmark's window, and on the host CPU the per-layer profiles."""
+    protocol = Protocol(config.warmup, config.min_runs, config.min_seconds, rounds=config.rounds)
+    guard = NoiseGuard(enabled=config.noise_guard)
+    started = _now()
+    rows = _pool_rows(config, device, exported, source, dataset, protocol, guard, say)
+    finished = _now()
+    profiles = []
+    if config.profile and device == DEFAULT_DEVICE:
+        from edgekit.run_profile import profile_run
+
+        say("profile the host-CPU artifacts layer by layer")
+        profiles = profile_run(exported, rows, config.threads[0], config.profile_runs, say)
+    node = socket.gethostname()
+    for row in rows:
+        row.node = node
+        if row.status != "unavailable":
+            row.bench_started, row.bench_finished = started, finished
+    return PoolResult(rows, profiles, node, started, finished)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _pool_rows(
+    config: RunConfig,
+    device: str,
+    exported: list[Artifact],
+    source: SourceModel,
+    dataset: Dataset,
+    protocol: Protocol,
+    guard: NoiseGuard,
+    say: Progress,
+) -> list[Row]:
+    where = get_device(device, **config.device_options(device))
+    traits = where.traits()
+    accuracy: dict[str, AccuracyRecord] = {}
+    rows: list[Row] = []
+    runnable = []
+    for artifact in exported:
+        reason = where.unavailable_reason(artifact)
+        if reason:
+            for threads in config.threads:
+                rows.append(failed_row(artifact.target, artifact.recipe, device, threads,
+                                    DeviceUnavailable(reason), artifact))  # fmt: skip
+            continue
+        if traits.predicts and dataset is not None:
+            say(f"evaluate {artifact.label} on {device}")
+            try:
+                accuracy[artifact.label] = evaluate_artifact(
+                    artifact, config.data, where, source=source, dataset=dataset
+                )
+            except EdgekitError as exc:
+                for threads in config.threads:
+                    rows.append(failed_row(artifact.target, artifact.recipe, device, threads,
+                                        exc, artifact))  # fmt: skip
+                continue
+        runnable.append(artifact)
+    if not runnable:
+        return rows
+    sample = dataset.evaluation.x[:1] if dataset is not None else None
+    for threads in config.threads:
+        say(f"bench {len(runnable)} artifact(s) on {device}, {threads} thread(s), interleaved")
+        records = bench_artifacts(
+            runnable, where, threads, protocol, guard, sample, True, config.timeout,
+            progress=say,
+        )  # fmt: skip
+        for record in records:
+            if record.artifact is None:  # the baseline of this pool
+                rows.append(row_of(record, None, None))
+                continue
+            artifact = next(a for a in runnable if str(a.path) == record.artifact)
+            found = accuracy.get(artifact.label)
+            rows.append(row_of(record, artifact, None if found is None else found.to_dict()))
+    return rows
+
+
+def row_of(record: LatencyRecord, artifact: Artifact | None, accuracy: dict | None) -> Row:
+    row = Row(
+        kind="artifact" if artifact is not None else "baseline",
+        target=record.target or "baseline",
+        recipe=record.recipe or "fp32",
+        device=record.device,
+        threads=record.threads,
+        status=record.status,
+        error=record.error,
+        model=record.model,
+        latency=record.stats,
+        samples_ms=record.samples_ms,
+        rounds_ms=record.rounds_ms,
+        block_runs=record.block_runs,
+        load_ms=record.load_ms,
+        first_ms=record.first_ms,
+        peak_rss_mb=record.peak_rss_mb,
+        foreign_cpu=record.foreign_cpu,
+        steal=record.steal,
+        disturbed=record.disturbed,
+        attempts=record.attempts,
+        runtime=record.runtime,
+        traits=record.traits,
+        fingerprint=record.fingerprint,
+        interleaved_with=record.interleaved_with,
+        warnings=list(record.warnings),
+        accuracy=accuracy,
+        speedup=record.speedup if record.traits.get("latency_comparable") else None,
+        speedup_ci=record.speedup_ci if record.traits.get("latency_comparable") else None,
+        noise_band=record.noise_band,
+    )
+    if artifact is not None:
+        describe_artifact(row, artifact)
+    return row
+
+
+def describe_artifact(row: Row, artifact: Artifact) -> None:
+    manifest = artifact.manifest
+    row.artifact = f"artifacts/{artifact.path.name}"
+    if row.accuracy and "artifact" in row.accuracy:
+        # where the file lies in the run directory, not where a pool (or node) evaluated it
+        row.accuracy = {**row.accuracy, "artifact": row.artifact}
+    row.size_bytes = manifest["file"]["size"]
+    row.validation = manifest.get("validation")
+    row.coverage = manifest.get("coverage")
+    row.export_warnings = list(manifest.get("warnings", []))
+    row.io_dtype = manifest["input"]["dtype"]
+    row.keep_float = list(manifest.get("keep_float", []))
+    row.accuracy_aware = manifest.get("accuracy_aware")
+    row.assumed = artifact.assumed
+    row.audit = manifest.get("audit")
+
+
+def failed_row(
+    target: str,
+    recipe: str,
+    device: str | None,
+    threads: int | None,
+    error: EdgekitError,
+    artifact: Artifact | None = None,
+    stage: str = "run",
+) -> Row:
+    unavailable = isinstance(error, DeviceUnavailable)  # a device this machine lacks
+    row = Row(
+        kind="artifact",
+        target=target,
+        recipe=recipe,
+        device=device,
+        threads=threads,
+        status="unavailable" if unavailable else "failed",
+        stage=stage,
+        error=str(error),
+    )
+    if artifact is not None:
+        describe_artifact(row, artifact)
+    return row

@@ -1,0 +1,83 @@
+"""``edgekit profile``: per-layer time of artifacts, the runtimes side by side, and why."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from edgekit.cli.app import app
+from edgekit.cli.console import console, err_console
+from edgekit.cli.options import ArtifactsArgument, ForeignOptions, JsonOption, with_foreign_options
+from edgekit.errors import UserInputError
+
+TOP = 10
+
+
+@app.command()
+@with_foreign_options
+def profile(
+    artifacts: ArtifactsArgument = None,
+    threads: Annotated[int, typer.Option("--threads")] = 1,
+    runs: Annotated[int, typer.Option("--runs", help="profiled invokes per artifact")] = 50,
+    rounds: Annotated[int, typer.Option("--rounds", help="interleaved rounds for the p50")] = 10,
+    plot: Annotated[Path | None, typer.Option("--plot", help="PNG of per-layer time")] = None,
+    as_json: JsonOption = False,
+    foreign: ForeignOptions = None,
+) -> None:
+    """Time of each layer of each artifact, named by the source's module paths, with the
+    runtime's own profiler; the whole-model p50 interleaved; why int8/fp16 (does not) pay."""
+    from edgekit.latency import Protocol
+    from edgekit.profile import profile_artifacts
+
+    if not artifacts:
+        raise UserInputError("profile: give one or more artifacts")
+    if runs < 1 or threads < 1 or rounds < 2:
+        raise UserInputError("profile: --runs and --threads must be >= 1, --rounds >= 2")
+    profiles = profile_artifacts(
+        list(artifacts), threads, runs, protocol=Protocol(rounds=rounds), foreign=foreign,
+        progress=None if as_json else lambda m: err_console.log(m),
+    )  # fmt: skip
+    if plot is not None:
+        from edgekit.report.plots import layer_plot
+
+        layer_plot([p.to_dict() for p in profiles], plot)
+    if as_json:
+        print(json.dumps([p.to_dict() for p in profiles], indent=2))
+        return
+    show(profiles)
+    if plot is not None:
+        console.print(f"wrote {plot}")
+
+
+def show(profiles: list) -> None:
+    """The most expensive layers, one column per artifact, then each artifact's summary."""
+    by_name: dict[str, dict[str, float]] = {}
+    for p in profiles:
+        for layer in p.layers:
+            by_name.setdefault(layer.name, {})[p.label] = layer.ms
+    top = sorted(by_name, key=lambda name: -max(by_name[name].values()))[:TOP]
+    table = Table("layer", *[f"{p.label} ms (%)" for p in profiles],
+                  title=f"the {len(top)} most expensive layers")  # fmt: skip
+    for name in top:
+        cells = []
+        for p in profiles:
+            ms = by_name[name].get(p.label)
+            share = f" ({100 * ms / p.total_ms:.0f} %)" if ms is not None and p.total_ms else ""
+            cells.append("-" if ms is None else f"{ms:.3f}{share}")
+        table.add_row(name, *cells)
+    console.print(table)
+    for p in profiles:
+        coverage = "" if p.coverage is None else f", {100 * p.coverage:.0f} % of"
+        console.print(
+            f"[bold]{p.label}[/] ({Path(p.artifact).name}): layers sum to {p.ops_ms:.3f} ms"
+            f"{coverage} the whole-model p50 {p.total_ms or float('nan'):.3f} ms; {p.method}",
+            soft_wrap=True, highlight=False,
+        )  # fmt: skip
+        for line in p.explanation:
+            console.print(f"  - {line}", soft_wrap=True, highlight=False)
+        for note in p.notes:
+            console.print(f"  [dim]note: {note}[/]", soft_wrap=True, highlight=False)

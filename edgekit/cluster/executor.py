@@ -1,0 +1,311 @@
+"""``edgekit run --cluster ADDRESS``: the run's cells as Ray tasks.
+
+- An export runs on any edgekit node (one CPU); its file and manifest come back through Ray's
+  object store (or a shared directory, ``--shared-dir``).
+- A device pool runs on the node that has the device, pinned there (NodeAffinity), claiming
+  that node's benchmark slot and **all its CPUs**: Ray's custom resources are bookkeeping only,
+  so a pool that did not take the CPUs would share the node with an export. Two timings never
+  share a node, nor does an export run beside one. The host CPU's pool runs on the driver's
+  node, so ``cpu`` rows are the machine the user typed the command on.
+- A pool has no retries and a deadline: a task whose node died fails in under a second
+  (NodeDiedError), and only that pool's rows fail, with the reason; a retried task would wait
+  for a resource only the dead node had.
+- Ctrl-C cancels every task still running; ``run_matrix`` removes the partial run directory.
+
+The rows that come back are the rows a local run makes (each stamped with its node and its
+pool's benchmark window), merged by ``run_matrix`` into one run directory, report and history
+transaction."""
+
+from __future__ import annotations
+
+import socket
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from edgekit import __version__
+from edgekit.artifact import Artifact, manifest_path
+from edgekit.cells import PoolResult, failed_row
+from edgekit.devices import DEFAULT_DEVICE
+from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError, first_line
+from edgekit.fileio import write_bytes_atomic, write_json_atomic
+from edgekit.results import Row
+from edgekit.run_config import RunConfig
+
+
+class ClusterExecutor:
+    """Cells as Ray tasks on the cluster ``ray`` is connected to."""
+
+    def __init__(self, ray: Any, shared_dir: Path | None = None, address: str = "cluster") -> None:
+        self.ray = ray
+        self.shared_dir = Path(shared_dir) if shared_dir else None
+        self.nodes = [n for n in ray.nodes() if n.get("Alive")]
+        self.address = address
+        self.here = ray.get_runtime_context().get_node_id()
+        self.pending: list[Any] = []
+        self.timings: list[dict[str, Any]] = []  # each export's own time and node
+        check_versions(self.nodes)
+
+    # -- exports ----------------------------------------------------------------------------
+    def export_all(self, config: RunConfig, source: Any, dataset: Any, out_dir: Path,
+                   say: Any) -> tuple[list[Artifact], list[Row]]:  # fmt: skip
+        return self.export_many([(config, source, dataset)], out_dir, say)[0]
+
+    def export_many(self, jobs: list[tuple[RunConfig, Any, Any]], out_dir: Path,
+                    say: Any) -> list[tuple[list[Artifact], list[Row]]]:  # fmt: skip
+        """Every model's exports as tasks at once, so that they spread over all nodes."""
+        for config, _, _ in jobs:
+            self.require_devices(config)
+        task = self.ray.remote(num_cpus=1, resources={"edgekit_node": 0.001}, max_retries=1)(
+            export_cell
+        )
+        refs = {}
+        for index, (config, source, _) in enumerate(jobs):
+            model = {"spec": source.spec, "load_options": source.load_options}
+            for target in config.targets:
+                for recipe in config.recipes:
+                    refs[(index, target, recipe)] = task.remote(
+                        asdict(config), model, config.data, target, recipe, self._shared()
+                    )
+        say(f"{len(refs)} export(s) scheduled on {len(self.nodes)} node(s)")
+        deadline = max(config.timeout for config, _, _ in jobs) * 4
+        made: list[tuple[list[Artifact], list[Row]]] = [([], []) for _ in jobs]
+        for (index, target, recipe), result in self._gather(refs, deadline, say).items():
+            exported, rows = made[index]
+            if isinstance(result, Exception):
+                rows.append(
+                    failed_row(target, recipe, None, None, _failure(result), stage="export")
+                )
+                continue
+            self.timings.append({"model": jobs[index][0].model, "target": target,
+                                 "recipe": recipe, "node": result["node"],
+                                 "seconds": result["seconds"]})  # fmt: skip
+            if "failed" in result:
+                rows.append(Row.from_dict(result["failed"]))
+            else:
+                exported.append(_land(result, out_dir))
+        return made
+
+    # -- device pools -------------------------------------------------------------------------
+    def device_pools(self, config: RunConfig, exported: list[Artifact], source: Any,
+                     dataset: Any, say: Any) -> list[PoolResult]:  # fmt: skip
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        self.require_devices(config)
+        files = [self._ship(artifact) for artifact in exported]
+        model = None if source is None else {"spec": source.spec,
+                                             "load_options": source.load_options}  # fmt: skip
+        refs, missing = {}, []
+        for device in config.devices:
+            node = self.node_for(device, config)
+            if node is None:
+                missing.append(device)
+                continue
+            task = self.ray.remote(
+                num_cpus=node["Resources"].get("CPU", 1), resources={"edgekit_bench_slot": 1},
+                max_retries=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
+            )(device_cell)  # fmt: skip
+            refs[device] = task.remote(asdict(config), device, files, model, config.data)
+        say(f"{len(refs)} device pool(s) scheduled")
+        deadline = config.timeout * (len(exported) + 2) * len(config.threads) * 2
+        pools = []
+        results = self._gather(refs, deadline, say)
+        for device in config.devices:
+            if device in missing:
+                reason = DeviceUnavailable(f"no node of the cluster has device {device}")
+                pools.append(PoolResult(self._failed_rows(exported, device, config, reason)))
+                continue
+            result = results[device]
+            if isinstance(result, Exception):
+                error = _failure(result)
+                pools.append(PoolResult(self._failed_rows(exported, device, config, error)))
+                continue
+            pools.append(PoolResult([Row.from_dict(r) for r in result["rows"]],
+                                    result["profiles"], result["node"],
+                                    result["bench_started"], result["bench_finished"]))  # fmt: skip
+        return pools
+
+    def require_devices(self, config: RunConfig) -> None:
+        """Bad input before any cell runs: a device (or adb serial) no live node advertises."""
+        for device in config.devices:
+            if self.node_for(device, config) is None:
+                have = sorted({key.removeprefix("edgekit_device_") for n in self.nodes
+                               for key in n["Resources"]
+                               if key.startswith("edgekit_device_")})  # fmt: skip
+                serial = config.device_options(device).get("serial")
+                asked = f"{device} (serial {serial})" if serial else device
+                raise UserInputError(
+                    f"{self.address}: no node of the cluster has device {asked} "
+                    f"(its nodes have: {', '.join(have) or 'none'})"
+                )
+
+    def node_for(self, device: str, config: RunConfig) -> dict | None:
+        """The node that runs ``device``'s pool: the driver's for the host CPU, else the first
+        that advertises it (the one with the adb serial asked for, for android)."""
+        wanted = f"edgekit_device_{device}"
+        serial = config.device_options(device).get("serial")
+        fitting = [n for n in self.nodes if wanted in n["Resources"]
+                   and (serial is None or f"edgekit_adb_{serial}" in n["Resources"])]  # fmt: skip
+        if device == DEFAULT_DEVICE:
+            fitting.sort(key=lambda n: n["NodeID"] != self.here)
+        return fitting[0] if fitting else None
+
+    def _failed_rows(self, exported: list[Artifact], device: str, config: RunConfig,
+                     error: EdgekitError) -> list[Row]:  # fmt: skip
+        return [failed_row(a.target, a.recipe, device, threads, error, a)
+                for a in exported for threads in config.threads]  # fmt: skip
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _gather(self, refs: dict, deadline_s: float, say: Any) -> dict:
+        """Every task's result (or its exception); tasks past the deadline are cancelled."""
+        self.pending = list(refs.values())
+        results: dict = {}
+        started = time.monotonic()
+        try:
+            while self.pending and time.monotonic() - started < deadline_s:
+                done, self.pending = self.ray.wait(self.pending, num_returns=1, timeout=1.0)
+                for ref in done:
+                    key = next(k for k, v in refs.items() if v == ref)
+                    try:
+                        results[key] = self.ray.get(ref)
+                    except Exception as exc:  # RayTaskError, NodeDiedError, WorkerCrashedError
+                        results[key] = exc
+                    say(f"done: {key}")
+        except BaseException:
+            self.cancel()
+            raise
+        for ref in self.pending:
+            key = next(k for k, v in refs.items() if v == ref)
+            results[key] = TimeoutError(f"no result within {deadline_s:.0f} s")
+        self.cancel()
+        return results
+
+    def cancel(self) -> None:
+        for ref in self.pending:
+            try:
+                self.ray.cancel(ref, force=True)
+            except Exception:  # already finished or its node is gone
+                continue
+        self.pending = []
+
+    def _shared(self) -> str | None:
+        return None if self.shared_dir is None else str(self.shared_dir)
+
+    def _ship(self, artifact: Artifact) -> dict[str, Any]:
+        """An artifact for a task: its bytes, or its path in the shared directory."""
+        if self.shared_dir is not None:
+            path = self.shared_dir / artifact.path.name
+            if not path.exists():
+                write_bytes_atomic(path, artifact.path.read_bytes())
+            return {"name": artifact.path.name, "path": str(path), "manifest": artifact.manifest}
+        return {"name": artifact.path.name, "data": artifact.path.read_bytes(),
+                "manifest": artifact.manifest}  # fmt: skip
+
+
+def check_versions(nodes: list[dict]) -> None:
+    """Every node must run this edgekit (its cells would give other rows)."""
+    mine = f"edgekit_version_{__version__}"
+    for node in nodes:
+        resources = node.get("Resources", {})
+        if "edgekit_node" not in resources:
+            continue  # a plain Ray node: no edgekit cell is scheduled there
+        if mine not in resources:
+            theirs = [k.removeprefix("edgekit_version_") for k in resources
+                      if k.startswith("edgekit_version_")] or ["unknown"]  # fmt: skip
+            raise UserInputError(
+                f"node {node.get('NodeManagerAddress')} ({node['NodeID'][:12]}) runs edgekit "
+                f"{theirs[0]}, this is {__version__}: install the same edgekit on every node"
+            )
+    if not any("edgekit_node" in n.get("Resources", {}) for n in nodes):
+        raise UserInputError("the cluster has no edgekit node (start them with edgekit cluster)")
+
+
+def _failure(exc: Exception) -> EdgekitError:
+    """A task's exception as the row's error: the node's death said as such."""
+    kind = type(exc).__name__
+    if "NodeDied" in kind or "WorkerCrashed" in kind or "Unavailable" in kind:
+        return EdgekitError(f"its cluster node died while it ran ({kind}: {first_line(exc)})")
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, EdgekitError):
+        return cause
+    return EdgekitError(f"{kind}: {first_line(exc)}")
+
+
+def _land(result: dict, out_dir: Path) -> Artifact:
+    """An exported file from a task, written into the run's artifacts folder."""
+    path = Path(out_dir) / result["name"]
+    data = result["data"] if "data" in result else Path(result["path"]).read_bytes()
+    write_bytes_atomic(path, data)
+    write_json_atomic(manifest_path(path), result["manifest"])
+    return Artifact(path, result["manifest"])
+
+
+def node_name() -> str:
+    import ray
+
+    return f"{socket.gethostname()}/{ray.get_runtime_context().get_node_id()[:12]}"
+
+
+def export_cell(config: dict, model: dict, data: str, target: str, recipe: str,
+                shared: str | None) -> dict:  # fmt: skip
+    """On a cluster node: one export, returned as bytes (or left in the shared directory)."""
+    from edgekit.cells import export_one
+    from edgekit.data import load_dataset
+    from edgekit.models import reload_model
+
+    started = time.perf_counter()
+    settings = RunConfig(**config)
+    source = reload_model(model)
+    dataset = load_dataset(data, source.preprocess)
+    with tempfile.TemporaryDirectory(prefix="edgekit-cell-") as tmp:
+        artifact, failed = export_one(settings, source, dataset, target, recipe, Path(tmp))
+        seconds = time.perf_counter() - started
+        if failed is not None:
+            return {"failed": failed.to_dict(), "node": node_name(), "seconds": seconds}
+        result = {"name": artifact.path.name, "manifest": artifact.manifest, "node": node_name(),
+                  "seconds": seconds}  # fmt: skip
+        if shared:
+            destination = Path(shared) / artifact.path.name
+            write_bytes_atomic(destination, artifact.path.read_bytes())
+            result["path"] = str(destination)
+        else:
+            result["data"] = artifact.path.read_bytes()
+        return result
+
+
+def device_cell(config: dict, device: str, files: list[dict], model: dict | None,
+                data: str | None) -> dict:  # fmt: skip
+    """On the device's node: the device pool over the shipped artifacts."""
+    from edgekit.cells import device_pool
+    from edgekit.data import load_dataset
+    from edgekit.models import reload_model
+
+    settings = RunConfig(**config)
+    with tempfile.TemporaryDirectory(prefix="edgekit-pool-") as tmp:
+        folder = Path(tmp) / "artifacts"
+        folder.mkdir()
+        artifacts = []
+        for item in files:
+            path = folder / item["name"]
+            path.write_bytes(item["data"] if "data" in item else Path(item["path"]).read_bytes())
+            # the sidecar too: a runtime opened by path reads the manifest beside the file
+            write_json_atomic(manifest_path(path), item["manifest"])
+            artifacts.append(Artifact(path, item["manifest"]))
+        source = reload_model(model) if model else None
+        dataset = None
+        if source is not None:
+            dataset = load_dataset(str(data), source.preprocess)
+        elif artifacts and artifacts[0].classifier:
+            from edgekit.accuracy import dataset_for
+
+            dataset = dataset_for(artifacts[0], str(data))
+        pool = device_pool(settings, device, artifacts, source, dataset, lambda message: None)
+    node = node_name()
+    for row in pool.rows:
+        row.node = node
+    return {"rows": [row.to_dict() for row in pool.rows], "profiles": pool.profiles,
+            "node": node, "bench_started": pool.bench_started,
+            "bench_finished": pool.bench_finished}  # fmt: skip

@@ -1,0 +1,75 @@
+"""Server rows: an ``.onnx`` artifact on a datacenter GPU through onnxruntime's CUDA
+(``server-cuda``) or TensorRT (``server-tensorrt``) execution provider, next to the baseline in
+torch on CUDA (synchronised before every clock read). They answer "what would this cost on the
+server instead", so they are labelled server rows and never compete with on-device rows in the
+recommendation (:mod:`edgekit.report.recommend`).
+
+Needs ``pip install 'edgekit[cuda]'`` (onnxruntime-gpu) and a CUDA build of torch on the node;
+``benchmarks/gpu_check.sh`` measures both on a machine with an NVIDIA GPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgekit.devices import register
+from edgekit.devices.base import DeviceTraits
+from edgekit.devices.host import HostDevice
+from edgekit.targets.session import Accelerator
+
+SERVER_NOTE = "server GPU (onnxruntime execution provider): not an on-device figure"
+PROVIDERS = {"cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
+
+
+class ServerDevice(HostDevice):
+    accelerator = Accelerator.GPU
+    provider = "cuda"
+
+    def session_options(self, artifact: Any) -> dict[str, Any]:
+        return {"provider": self.provider}
+
+    def unavailable_reason(self, artifact: Any) -> str | None:
+        from edgekit.machine import cuda_facts, onnxruntime_providers
+        from edgekit.targets import get_target
+
+        if "provider" not in get_target(artifact.target).session_options:
+            # only a target whose sessions take an execution provider runs here (onnxruntime)
+            return f"{self.name} runs .onnx files only (onnxruntime's {PROVIDERS[self.provider]})"
+        available = onnxruntime_providers()
+        if PROVIDERS[self.provider] not in available:
+            return (
+                f"onnxruntime here has no {PROVIDERS[self.provider]} (providers: "
+                f"{', '.join(available) or 'none'}): pip install 'edgekit[cuda]' on a CUDA machine"
+            )
+        if not cuda_facts().get("available"):
+            return "no CUDA GPU here (torch.cuda.is_available() is False)"
+        return None
+
+    def traits(self, runtime: dict[str, Any] | None = None) -> DeviceTraits:
+        return DeviceTraits(latency_comparable=True, note=SERVER_NOTE, where="server")
+
+    def advertise(self) -> dict[str, float]:
+        from edgekit.machine import cuda_facts, onnxruntime_providers
+
+        here = cuda_facts().get("available") and PROVIDERS[self.provider] in (
+            onnxruntime_providers()
+        )
+        return {f"edgekit_device_{self.name}": 1.0} if here else {}
+
+    def facts(self) -> dict[str, Any]:
+        from edgekit.machine import cuda_facts, onnxruntime_providers
+
+        return {"cuda": cuda_facts(), "onnxruntime": onnxruntime_providers()}
+
+
+@register
+class CudaServer(ServerDevice):
+    name = "server-cuda"
+    summary = "a CUDA GPU server: onnxruntime's CUDA execution provider (.onnx; edgekit[cuda])"
+    provider = "cuda"
+
+
+@register
+class TensorrtServer(ServerDevice):
+    name = "server-tensorrt"
+    summary = "a CUDA GPU server: onnxruntime's TensorRT execution provider (.onnx; edgekit[cuda])"
+    provider = "tensorrt"

@@ -1,0 +1,31 @@
+"""A .pte program's own inputs and outputs, from its ``forward`` method's metadata."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from edgekit.errors import UserInputError, first_line
+from edgekit.targets.base import FileFacts
+from edgekit.targets.session import TensorSpec
+
+# ExecuTorch ScalarType codes -> numpy dtype names
+SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16",
+                6: "float32", 7: "float64", 11: "bool"}  # fmt: skip
+
+
+def describe(path: Path) -> FileFacts:
+    from executorch.runtime import Runtime, Verification
+
+    try:
+        program = Runtime.get().load_program(Path(path), verification=Verification.Minimal)
+        meta = program.metadata("forward")
+    except Exception as exc:
+        raise UserInputError(f"{path}: ExecuTorch cannot load it ({first_line(exc)})") from None
+
+    def spec(tensor: object, index: int, kind: str) -> TensorSpec:
+        dtype = SCALAR_TYPES.get(int(tensor.dtype()), f"scalar type {int(tensor.dtype())}")
+        return TensorSpec(f"{kind}_{index}", [int(v) for v in tensor.sizes()], dtype, "")
+
+    inputs = [spec(meta.input_tensor_meta(i), i, "input") for i in range(meta.num_inputs())]
+    outputs = [spec(meta.output_tensor_meta(i), i, "output") for i in range(meta.num_outputs())]
+    return FileFacts(inputs, outputs, {"methods": sorted(program.method_names)})
