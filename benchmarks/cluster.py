@@ -28,7 +28,7 @@ sys.path.insert(0, str(TESTS))
 from cluster_scenario import EDGEKIT, loopback_up, wait_for_nodes  # noqa: E402
 
 MODELS = "digits-mobilenet,mapping_models:se_resnet"
-MATRIX = ["--targets", "onnx,tflite,executorch", "--recipes", "fp32", "--devices", "cpu",
+MATRIX = ["--targets", "onnx,tflite,executorch", "--recipes", "fp32,int8", "--devices", "cpu",
           "--no-profile", "--rounds", "6"]  # fmt: skip
 SPEEDUP_TARGET, OVERHEAD_TARGET = 1.6, 0.5
 
@@ -165,8 +165,8 @@ def main() -> None:
     write_json(HERE / "cluster.json", result)
     lines = header("A two-node loopback cluster against one machine", "python "
                    "benchmarks/cluster.py", [
-        f"- matrix: {MODELS} x onnx, tflite, executorch x fp32 on cpu (6 exports, 2 device "
-        "pools); CPU sets by taskset: the local run and the head on CPU 0, the second node on "
+        f"- matrix: {MODELS} x onnx, tflite, executorch x fp32, int8 on cpu (12 exports, 2 "
+        "device pools); CPU sets by taskset: the local run and the head on CPU 0, the second node on "
         "CPU 1; the host-CPU pools run on the head",
     ])  # fmt: skip
     (HERE / "CLUSTER.md").write_text("\n".join([*lines, *table(result)]) + "\n")
