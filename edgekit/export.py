@@ -214,13 +214,8 @@ def _validate(
 
 
 def _census_of(plugin: Any, path: Path, manifest: dict[str, Any]) -> Any:
-    import inspect
-
     try:
-        # the manifest gives a .pte its module paths; a plugin target may predate the argument
-        if "manifest" in inspect.signature(plugin.census).parameters:
-            return plugin.census(path, manifest)
-        return plugin.census(path)
+        return plugin.census_for(path, manifest)  # the manifest gives a .pte its module paths
     except NotImplementedError:
         return None
 

@@ -97,7 +97,7 @@ def profile_artifacts(
     profiles, details = [], {}
     for artifact, record in zip(loaded, records, strict=False):
         say(f"profiling {artifact.label}")
-        census = get_target(artifact.target).census(artifact.path)
+        census = get_target(artifact.target).census_for(artifact.path, artifact.manifest)
         try:
             times = get_target(artifact.target).profile(
                 artifact.path, artifact.manifest, threads, runs, warmup

@@ -181,6 +181,15 @@ class Target:
         not keep (a .pte's module paths)."""
         raise NotImplementedError(f"{self.name}: no op census for this format")
 
+    def census_for(self, path: Path, manifest: dict[str, Any] | None = None) -> Census:
+        """:meth:`census` with the manifest, unless the target (a plugin written before the
+        argument) takes the file alone."""
+        import inspect
+
+        if manifest is not None and "manifest" in inspect.signature(self.census).parameters:
+            return self.census(path, manifest)
+        return self.census(path)
+
     def profile(
         self, path: Path, manifest: dict[str, Any], threads: int, runs: int, warmup: int
     ) -> OpTimes:

@@ -38,7 +38,14 @@ def profiled(export_digits, tmp_path_factory):
 
 def test_layers_are_named_by_the_source_module_paths(profiled):
     profiles, _ = profiled
-    for label in ("tflite/fp32", "onnx/fp32", "onnx/int8", "tflite/int8"):
+    for label in (
+        "tflite/fp32",
+        "onnx/fp32",
+        "onnx/int8",
+        "tflite/int8",
+        "executorch/fp32",
+        "executorch/int8",
+    ):  # a .pte by the debug handles its manifest maps
         names = {layer["name"] for layer in profiles[label]["layers"]}
         assert {"stem", "block2.dw", "block6.project", "head"} <= names, (label, names)
 
