@@ -113,6 +113,8 @@ class Target:
     frameworks: ClassVar[tuple[str, ...]] = ("torch",)
     io_dtypes: ClassVar[tuple[str, ...]] = ("float32",)
     accelerators: ClassVar[tuple[Accelerator, ...]] = (Accelerator.CPU,)
+    # how long an export takes against the others' (a cluster starts the longest first)
+    export_cost: ClassVar[float] = 1.0
     session_options: ClassVar[tuple[str, ...]] = ()  # options open() takes (tflite: xnnpack)
     packages: ClassVar[tuple[str, ...]] = ()  # distributions it exports and runs with
     export_modules: ClassVar[tuple[str, ...]] = ()  # doctor: these must import to export

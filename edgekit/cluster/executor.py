@@ -33,6 +33,7 @@ from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError, firs
 from edgekit.fileio import write_bytes_atomic, write_json_atomic
 from edgekit.results import Row
 from edgekit.run_config import RunConfig
+from edgekit.targets import get_target
 
 
 class ClusterExecutor:
@@ -64,8 +65,9 @@ class ClusterExecutor:
         cells = [(index, target, recipe) for index, (config, _, _) in enumerate(jobs)
                  for target in config.targets for recipe in config.recipes]  # fmt: skip
         # the longest first, so the last cells to start are short ones and the nodes finish
-        # together: PT2E and calibration make executorch and int8 the slow exports
-        cells.sort(key=lambda cell: (cell[1] != "executorch", not cell[2].startswith("int8")))
+        # together: each target's export cost, then int8's calibration
+        cells.sort(key=lambda cell: (-get_target(cell[1]).export_cost,
+                                     not cell[2].startswith("int8")))  # fmt: skip
         refs = {}
         for index, target, recipe in cells:
             config, source, _ = jobs[index]

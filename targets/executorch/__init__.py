@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 @register
 class ExecuTorchTarget(Target):
     name = "executorch"
+    export_cost = 3.0  # measured: torch.export + PT2E/lowering dominate
     runtime = "ExecuTorch (XNNPACK delegate)"
     accelerators = (Accelerator.CPU, Accelerator.GPU)  # GPU: refused with the runtime's reason
     packages = ("executorch", "torch", "torchao")

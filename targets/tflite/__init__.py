@@ -50,6 +50,7 @@ class TFLiteTarget(Target):
     """TFLite / LiteRT: litert-torch (torch) or tf.lite (Keras), run by the LiteRT runtime."""
 
     name = "tflite"
+    export_cost = 2.0  # litert-torch conversion, several times onnx's
     runtime = "LiteRT"
     frameworks = ("torch", "keras")
     io_dtypes = ("float32", "int8")
