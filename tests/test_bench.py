@@ -83,7 +83,11 @@ def test_the_latency_gate_passes_an_artifact_against_itself_and_catches_a_slower
     same = latency_regression(artifact, artifact, 10.0, "cpu", 1, QUICK, NO_GUARD)
     assert same.passed, same.detail
     low, high = same.figures["ratio_ci"]
-    assert low <= 1.0 + 0.10 and same.figures["noise_band"][0] <= 1.0 <= high + 0.2
+    assert low <= 1.0 + 0.10 and high + 0.2 >= 1.0
+    # two sessions of one file are close, though not always straddling 1 (a CI run saw
+    # [1.0005, ...]): the band is how far apart they are, not a test that they are equal
+    band_low, band_high = same.figures["noise_band"]
+    assert 0.85 <= band_low <= band_high <= 1.15
     p50 = bench_artifact(artifact.path, "cpu", 1, QUICK, NO_GUARD).stats["p50_ms"]
     slower = latency_regression(
         artifact, artifact, 10.0, "cpu", 1, QUICK, NO_GUARD, synthetic_delay_ms=0.5 * p50
