@@ -22,9 +22,8 @@ python3 -m venv "$VENV"
 # onnxruntime-gpu is the same `onnxruntime` package: one of the two, never both
 "$VENV/bin/pip" uninstall --quiet -y onnxruntime
 "$VENV/bin/pip" install --quiet -e '.[cuda]'
-"$VENV/bin/edgekit" doctor --json > /tmp/edgekit-gpu-doctor.json
-
 RUNS=$(mktemp -d)
+"$VENV/bin/edgekit" doctor --json > "$RUNS/doctor.json"
 timeout 420 "$VENV/bin/edgekit" run --model mobilenet_v2,resnet50 --data synthetic:64 \
   --targets onnx --recipes fp32,fp16 --devices cpu,server-cuda,server-tensorrt --no-profile \
   --rounds 6 --runs-dir "$RUNS" --history "$RUNS/history.sqlite" --json > "$RUNS/summary.json" ||

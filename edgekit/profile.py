@@ -12,6 +12,7 @@ with it: what the ops do not account for is the runtime's per-invoke overhead.""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,7 @@ def profile_artifacts(
     else:
         records = [timed[str(artifact.path)] for artifact in loaded]
     profiles, details = [], {}
+    layer_names: dict[str, list[str]] = {}
     for artifact, record in zip(loaded, records, strict=False):
         say(f"profiling {artifact.label}")
         census = get_target(artifact.target).census_for(artifact.path, artifact.manifest)
@@ -107,7 +109,11 @@ def profile_artifacts(
         total = record.stats.get("p50_ms") if record.status == "ok" else None
         placed = place(census, times)
         details[str(artifact.path)] = (census, placed)
-        names = source_layers(artifact)
+        # one source model load per model, however many of its artifacts are profiled
+        key = json.dumps(artifact.manifest.get("source") or {}, sort_keys=True)
+        if key not in layer_names:
+            layer_names[key] = source_layers(artifact)
+        names = layer_names[key]
         layers = layers_of(census, placed, times, names, total)
         top = sorted(placed, key=lambda entry: -entry.ms)[:TOP_OPS] if times.events else []
         top_ops = [{"op": entry.name, "ms": entry.ms,
