@@ -156,10 +156,13 @@ def block_latency() -> list[str]:
     return lines
 
 
-def block_file(name: str) -> list[str]:
+def block_file(name: str, summary: str | None = None) -> list[str]:
+    """The table of a benchmark's .md (and its summary line, where it has one)."""
     text = (HERE / name).read_text().splitlines()
     start = next(i for i, line in enumerate(text) if line.startswith("|"))
-    return [line for line in text[start:] if line.startswith("|")]
+    table = [line for line in text[start:] if line.startswith("|")]
+    found = [line for line in text if summary and line.startswith(summary)]
+    return table + (["", *found] if found else [])
 
 
 def block_report(work: Path) -> list[str]:
@@ -294,6 +297,7 @@ BLOCKS = {
     "latency": lambda work: block_latency(),
     "gates": lambda work: block_file("GATES.md"),
     "reproduce": lambda work: block_file("REPRODUCIBILITY.md"),
+    "before-after": lambda work: block_file("BEFORE_AFTER.md", summary="Slower after"),
     "report": block_report,
     "foreign": block_foreign,
     "onnx-source": block_onnx_source,
@@ -317,7 +321,14 @@ def main() -> None:
     args = parser.parse_args()
     names = args.only.split(",") if args.only else list(BLOCKS)
     if not args.skip_benchmarks:
-        for script in ("latency.py", "gate.py", "reproduce.py", "layer_profile.py", "cluster.py"):
+        for script in (
+            "latency.py",
+            "gate.py",
+            "reproduce.py",
+            "before_after.py",
+            "layer_profile.py",
+            "cluster.py",
+        ):
             subprocess.run([sys.executable, str(HERE / script)], check=True)
     with tempfile.TemporaryDirectory(prefix="edgekit-figures-") as tmp:
         work = Path(tmp)

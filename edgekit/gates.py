@@ -16,9 +16,14 @@ from edgekit.artifact import Artifact, load_artifact
 from edgekit.bench import measure
 from edgekit.devices import DEFAULT_DEVICE, get_device
 from edgekit.errors import UserInputError
+from edgekit.interleave import Interleaved
 from edgekit.latency import LatencyRecord, NoiseGuard, Protocol
 from edgekit.results import Results
 from edgekit.stats import band_of, widen
+
+# a latency gate goes on measuring while its interval straddles the threshold, up to this many
+# times the planned rounds: near the threshold only a narrower interval can decide
+EXTEND_ROUNDS = 4
 
 
 @dataclass(frozen=True)
@@ -189,6 +194,18 @@ def latency_regression(
         raise UserInputError(f"--device {device}: its latency is not comparable ({where.name})")
     protocol = protocol or Protocol(rounds=20)
     guard = guard or NoiseGuard()
+    bound = 1.0 + max_regression_pct / 100.0
+
+    def widened(result: Interleaved) -> tuple[float, float, float, tuple[float, float]]:
+        band = result.ratio(1, 0)[1]  # the reference against a second session of itself
+        ratio, interval = result.ratio(2, 0)
+        low, high = widen(interval, band_of(band))
+        return ratio, low, high, band
+
+    def decided(result: Interleaved) -> bool:
+        _, low, high, _ = widened(result)
+        return low > bound or high <= bound  # the whole interval on one side of the threshold
+
     sides = [(old, None), (old, None), (new, synthetic_delay_ms)]
     timers, records = [], []
     try:
@@ -196,20 +213,19 @@ def latency_regression(
             extra = {"synthetic_delay_ms": delay} if delay else {}
             timers.append(where.timer(artifact, threads, None, protocol, 600.0, **extra))
             records.append(LatencyRecord.for_artifact(artifact, where.name, threads))
-        result = measure(timers, records, protocol, guard)
+        result = measure(timers, records, protocol, guard, None, decided,
+                         EXTEND_ROUNDS * protocol.rounds)  # fmt: skip
     finally:
         for timer in timers:
             timer.close()
     failed = [r.error for r in records if r.status != "ok"]
     if failed:
         raise UserInputError(f"{new.path}: the latency comparison failed: {failed[0]}")
-    _, (band_low, band_high) = result.ratio(1, 0)
-    ratio, interval = result.ratio(2, 0)
-    low, high = widen(interval, band_of((band_low, band_high)))
-    bound = 1.0 + max_regression_pct / 100.0
+    ratio, low, high, (band_low, band_high) = widened(result)
     detail = (
         f"candidate/reference {ratio:.3f} [{low:.3f}, {high:.3f}] over "
-        f"{len(result.rounds_used)} interleaved rounds, widened by the noise band: the "
+        f"{len(result.rounds_used)} interleaved rounds (up to {EXTEND_ROUNDS}x {protocol.rounds} "
+        f"while the interval straddles {bound:.2f}), widened by the noise band: the "
         f"reference against a second session of itself [{band_low:.3f}, {band_high:.3f}]; p50 "
         f"{records[2].stats['p50_ms']:.3f} ms vs "
         f"{records[0].stats['p50_ms']:.3f} ms"
@@ -222,8 +238,9 @@ def latency_regression(
         bound,
         low <= bound,
         detail,
-        {"ratio": ratio, "ratio_ci": [low, high], "noise_band": [band_low, band_high]},
-    )
+        {"ratio": ratio, "ratio_ci": [low, high], "noise_band": [band_low, band_high],
+         "rounds": len(result.rounds_used)},
+    )  # fmt: skip
 
 
 def run_latency_gates(

@@ -9,7 +9,7 @@ of the per-round ratios gives an honest interval (:func:`edgekit.stats.paired_ra
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from edgekit.errors import EdgekitError
@@ -30,10 +30,18 @@ class Interleaved:
     settle: float | None = None  # others' CPU (cores) when the rounds began
     failed: dict[int, str] = field(default_factory=dict)  # side -> why it stopped
 
-    def rounds_ms(self, side: int) -> list[float]:
-        return [self.blocks[side][r].median_ms for r in self.rounds_used]
+    def rounds_ms(self, side: int | Sequence[int]) -> list[float]:
+        """Per-round block medians of ``side``; of several sessions of one thing (a list of
+        sides), their geometric mean per round."""
+        sides = [side] if isinstance(side, int) else list(side)
+        if len(sides) == 1:
+            return [self.blocks[sides[0]][r].median_ms for r in self.rounds_used]
+        logs = [[math.log(self.blocks[s][r].median_ms) for r in self.rounds_used] for s in sides]
+        return [math.exp(sum(values) / len(values)) for values in zip(*logs, strict=True)]
 
-    def ratio(self, side: int, reference: int, confidence: float = 0.95) -> tuple[float, tuple]:
+    def ratio(
+        self, side: int | Sequence[int], reference: int | Sequence[int], confidence: float = 0.95
+    ) -> tuple[float, tuple]:
         """Latency of ``side`` over ``reference``: > 1 means ``side`` is slower."""
         return paired_ratio(self.rounds_ms(side), self.rounds_ms(reference), confidence)
 
@@ -65,10 +73,14 @@ def interleave(
     protocol: Protocol,
     guard: NoiseGuard,
     progress: Callable[[str], None] | None = None,
+    decided: Callable[[Interleaved], bool] | None = None,
+    max_rounds: int = 0,
 ) -> Interleaved:
     """Alternate ``timers`` in rounds; each disturbed round earns one more round (at most
     ``guard.retries`` x the planned rounds), and disturbed rounds are left out of the statistics
-    while enough clean rounds remain."""
+    while enough clean rounds remain. With ``decided`` (a gate's question), rounds go on past
+    the planned ones, up to ``max_rounds``, while the answer is still open: a regression near
+    the threshold needs a narrower interval than one far from it."""
     runs, rounds = block_sizes(timers, protocol)
     result = Interleaved([timer.label for timer in timers], runs, [[] for _ in timers])
     if guard.enabled:
@@ -100,10 +112,19 @@ def interleave(
         index += 1
         if progress and index % 5 == 0:
             progress(f"round {index}/{rounds + extra_budget}")
+        if decided and index == rounds + extra_budget and index < max_rounds and not result.failed:
+            _choose_rounds(result, timers, rounds)
+            if not decided(result):
+                extra_budget += 1  # still open: one more round
+    _choose_rounds(result, timers, rounds)
+    return result
+
+
+def _choose_rounds(result: Interleaved, timers: list[BlockTimer], rounds: int) -> None:
+    """The rounds the statistics use: the clean ones, while enough of them remain."""
     alive = [side for side in range(len(timers)) if side not in result.failed]
     complete = min((len(result.blocks[side]) for side in alive), default=0)
     result.disturbed = result.disturbed[:complete]
     clean = [r for r, bad in enumerate(result.disturbed) if not bad]
     enough = max(MIN_CLEAN_ROUNDS, rounds // 2)
     result.rounds_used = clean if len(clean) >= enough else list(range(len(result.disturbed)))
-    return result

@@ -23,6 +23,7 @@ from edgekit.errors import EdgekitError
 from edgekit.fileio import journal, write_json_atomic
 from edgekit.machine import fingerprint
 from edgekit.models import load_model
+from edgekit.peak import arithmetic_of, peak_of
 from edgekit.report import build_report
 from edgekit.report.history import record_run
 from edgekit.report.recommend import Recommendation, recommend_each
@@ -274,8 +275,8 @@ def _derive(row: Row, peaks: dict[str, dict[str, float]], macs: int | None) -> N
     int8_share = (row.coverage or {}).get("int8_fraction")
     if int8_share is None:  # a file edgekit did not make: its audit's share of int8 MACs
         int8_share = (row.audit or {}).get("compute", {}).get("int8", {}).get("mac_share", 0.0)
-    row.peak_kind = "int8" if row.recipe.startswith("int8") and int8_share >= 0.5 else "fp32"
-    reference = peak.get("int8_gops" if row.peak_kind == "int8" else "fp32_gflops")
+    row.peak_kind = arithmetic_of(row.recipe, int8_share)
+    reference = peak_of(peak, row.peak_kind)
     if reference and row.traits.get("where") == "host" and row.latency_comparable:
         row.peak_fraction = row.gflops / reference
 

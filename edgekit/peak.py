@@ -14,6 +14,18 @@ import numpy as np
 SIZE = 1024
 
 
+def arithmetic_of(recipe: str, int8_share: float | None) -> str:
+    """Which peak a row's achieved rate divides by: ``int8`` where an int8 recipe runs most of
+    its compute ops (or MACs) in int8, ``fp32`` otherwise (an int8-dynamic onnx file runs its
+    convolutions in fp32)."""
+    return "int8" if recipe.startswith("int8") and (int8_share or 0.0) >= 0.5 else "fp32"
+
+
+def peak_of(peaks: dict[str, float], arithmetic: str) -> float | None:
+    """The measured peak (GOP/s or GFLOP/s) of ``arithmetic`` from :func:`measure_peaks`."""
+    return peaks.get("int8_gops" if arithmetic == "int8" else "fp32_gflops")
+
+
 def _median_seconds(call: object, repeats: int = 7) -> float:
     call()
     times = []

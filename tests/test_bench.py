@@ -37,11 +37,16 @@ def test_artifacts_and_the_baseline_are_interleaved_with_a_speedup_interval(expo
     import torch
 
     assert baseline.device == ("cuda" if torch.cuda.is_available() else "cpu")
+    # the baseline ran in two sessions: its rounds are their per-round geometric means and its
+    # samples both sessions' (a framework's sessions differ by more than rounds can see)
+    assert baseline.runtime["sessions"] == 2
+    assert len(baseline.samples_ms) >= 2 * QUICK.min_runs
+    assert "baseline/fp32 (second session)" in first.interleaved_with
     for record in (first, second):
         low, high = record.speedup_ci
         assert low <= record.speedup <= high and record.speedup > 1  # faster than torch eager
         assert {r.label for r in records} - {record.label} <= set(record.interleaved_with)
-        assert 0 <= record.noise_band < 0.1  # a second session of one file, in the same rounds
+        assert 0 <= record.noise_band < 0.2  # a second session of one file, in six quick rounds
         assert len(record.rounds_ms) == len(baseline.rounds_ms)
 
 
