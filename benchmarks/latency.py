@@ -17,14 +17,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 from common import DATA, HERE, artifacts, header, machine, write_json
 
-from edgekit.bench import baseline_timer, measure
+from edgekit.bench import baseline_timer, measure, pool_sessions
 from edgekit.devices import get_device
 from edgekit.latency import Block, BlockTimer, LatencyRecord, NoiseGuard, Protocol
 from edgekit.peak import arithmetic_of, measure_peaks, peak_of
-from edgekit.stats import band_of, latency_summary, widen
+from edgekit.stats import band_of, widen
 
 PROTOCOL = Protocol(warmup=10, min_runs=50, min_seconds=1.0, rounds=12, block_seconds=0.1)
 TOOL_PROTOCOL = Protocol(warmup=5, min_runs=50, min_seconds=1.0, rounds=8, block_seconds=0.15)
@@ -89,10 +88,8 @@ def pool(model: str, threads: int, log) -> dict:
     log(f"{model} x{threads}: {len(timers)} sides interleaved")
     result = measure(timers, records, PROTOCOL, GUARD)
     band = band_of(result.ratio(len(records) - 1, 0)[1])
-    eager_band = band_of(result.ratio(eager + 1, eager)[1])
     eager_sessions = [eager, eager + 1]
-    pooled = records[eager].samples_ms + records[eager + 1].samples_ms
-    records[eager].stats = latency_summary(np.asarray(pooled))  # torch eager: both sessions
+    eager_band = pool_sessions(result, eager, eager + 1, records[eager], records[eager + 1])
     records = records[: eager + 1]
     rows = []
     for side, (artifact, record) in enumerate(zip([*made, None], records, strict=True)):

@@ -7,17 +7,19 @@ with ``stage``/``invoke``), so one file serves any commit since the worker had s
     python old_side.py                                   # serve: edgekit.worker's line protocol
 
 Serve speaks the protocol of today's host worker (one request line, a ``ready`` reply, then
-``block``/``close`` commands), so today's interleaver alternates it with today's sessions. The
-timed loop is the same single-invoke loop as ``edgekit.loop.timed_block``, written out here
-because the old tree has no such module."""
+``block``/``close`` commands), so today's interleaver alternates it with today's sessions. It
+times with today's ``edgekit/loop.py`` (numpy and time only), loaded by path because the old
+tree's ``edgekit`` comes first on the path: both sides run the very same timed loop."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -47,14 +49,13 @@ def export(model: str, dataset_spec: str, out_dir: str) -> None:
     print(json.dumps(made))
 
 
-def timed_block(invoke, staged, runs: int) -> list[float]:
-    clock = time.perf_counter_ns
-    samples = []
-    for _ in range(runs):
-        begin = clock()
-        invoke(staged)
-        samples.append((clock() - begin) / 1e6)
-    return samples
+def today_loop():
+    """This checkout's edgekit/loop.py, not the old tree's (which has none)."""
+    path = Path(__file__).resolve().parent.parent / "edgekit" / "loop.py"
+    spec = importlib.util.spec_from_file_location("edgekit_today_loop", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def serve(reply) -> None:
@@ -70,11 +71,9 @@ def serve(reply) -> None:
     )
     staged = session.stage(np.load(request["input"]))
     load_ms = (time.perf_counter() - started) * 1e3
-    first_ms = timed_block(session.invoke, staged, 1)[0]
-    begin = time.perf_counter()
-    for _ in range(max(request["warmup"], 1)):
-        session.invoke(staged)
-    warm_ms = (time.perf_counter() - begin) * 1e3 / max(request["warmup"], 1)
+    loop = today_loop()
+    first_ms = loop.first_invoke_ms(session.invoke, staged)
+    warm_ms = loop.warm_up(session.invoke, staged, request["warmup"])
     runtime = dict(session.info, threads=request["threads"], edgekit_tree=edgekit.__file__)
     reply({"event": "ready", "load_ms": load_ms, "first_ms": first_ms, "warm_ms": warm_ms,
            "runtime": runtime})  # fmt: skip
@@ -82,7 +81,7 @@ def serve(reply) -> None:
         command = json.loads(line)
         if command["cmd"] == "close":
             break
-        samples = timed_block(session.invoke, staged, command["runs"])
+        samples = loop.timed_block(session.invoke, staged, command["runs"])
         reply({"event": "block", "samples_ms": samples, "foreign": None, "steal": None})
     session.close()
     reply({"event": "closed", "peak_rss_mb": None})

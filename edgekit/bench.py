@@ -258,18 +258,28 @@ def _speedups(
 def _pool_sessions(
     result: Interleaved, sessions: BaselineSessions, side_of: dict[int, int]
 ) -> float | None:
-    """Fold the second session into the baseline's record (per-round geometric means, pooled
-    samples); returns how far the two sessions differ (their noise band)."""
     first, second = sessions.record, sessions.second
     if second is None or first.status != "ok" or second.status != "ok":
         return None
-    sides = [side_of[id(first)], side_of[id(second)]]
+    return pool_sessions(result, side_of[id(first)], side_of[id(second)], first, second)
+
+
+def pool_sessions(
+    result: Interleaved,
+    first_side: int,
+    second_side: int,
+    first: LatencyRecord,
+    second: LatencyRecord,
+) -> float:
+    """Fold a second session into ``first`` (per-round geometric means, pooled samples);
+    returns how far the two sessions differ (their noise band)."""  # fmt: skip
+    sides = [first_side, second_side]
     first.rounds_ms = [round(value, 5) for value in result.rounds_ms(sides)]
     first.samples_ms = first.samples_ms + second.samples_ms
     first.stats = latency_summary(np.asarray(first.samples_ms))
     first.warnings = sorted(set(first.warnings + second.warnings))
     first.runtime["sessions"] = len(sides)
-    return band_of(result.ratio(sides[1], sides[0])[1])
+    return band_of(result.ratio(second_side, first_side)[1])
 
 
 def bench_artifact(
