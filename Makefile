@@ -5,11 +5,18 @@ STAMP := $(VENV)/.edgekit-installed
 
 .PHONY: demo test figures install format clean
 
-$(STAMP): pyproject.toml requirements.lock
-	$(PYTHON) -m venv $(VENV)
+# From scratch (--clear) whenever the pins change, so the venv holds the lock and nothing older.
+# onnx2torch (an .onnx source to tflite/executorch) goes to a folder of the venv's own, like a
+# vendored copy, not to site-packages: it requires torchvision, and PyPI's torchvision 0.28.0 is
+# linked against the CUDA torch build and does not import beside the CPU one.
+# targets/onnx/source.py finds it there and gives it a torchvision stand-in (NMS and RoiAlign
+# refuse by name). Where a matching torchvision exists, the onnx-source extra installs both.
+$(STAMP): pyproject.toml setup.py requirements.lock
+	$(PYTHON) -m venv --clear $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip==26.3
-	$(VENV)/bin/pip install --quiet -c requirements.lock -e '.[dev]'
-	$(VENV)/bin/pip install --quiet --no-deps -c requirements.lock onnx2torch
+	$(VENV)/bin/pip install --quiet -c requirements.lock -e '.[cpu,dev]'
+	$(VENV)/bin/pip install --quiet --no-deps -c requirements.lock \
+	  --target $(VENV)/onnx2torch onnx2torch
 	$(VENV)/bin/python -m edgekit.pipcheck
 	touch $(STAMP)
 
@@ -17,7 +24,7 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/edgekit eval
-	$(VENV)/bin/edgekit run --model digits-mobilenet --data digits --devices cpu,gpu --accuracy-aware
+	$(VENV)/bin/edgekit run --model digits-mobilenet --data digits --accuracy-aware
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -18,10 +18,10 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -m venv "$VENV"
 "$VENV/bin/pip" install --quiet --upgrade pip==26.3
 "$VENV/bin/pip" install --quiet --index-url "$TORCH_INDEX" torch==2.13.0
-"$VENV/bin/pip" install --quiet -c requirements.lock -e .
-# onnxruntime-gpu is the same `onnxruntime` package: one of the two, never both
-"$VENV/bin/pip" uninstall --quiet -y onnxruntime
-"$VENV/bin/pip" install --quiet -e '.[cuda]'
+# the cuda extra instead of the cpu one: onnxruntime-gpu alone (the lock's onnxruntime pin is a
+# constraint and installs nothing by itself); pipcheck fails if both builds are there
+"$VENV/bin/pip" install --quiet -c requirements.lock -e '.[cuda]'
+"$VENV/bin/python" -m edgekit.pipcheck
 RUNS=$(mktemp -d)
 "$VENV/bin/edgekit" doctor --json > "$RUNS/doctor.json"
 timeout 420 "$VENV/bin/edgekit" run --model mobilenet_v2,resnet50 --data synthetic:64 \

@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -87,8 +87,15 @@ def export_all(
             if artifact is not None:
                 exported.append(artifact)
             if failed is not None:
-                rows.append(failed)
+                rows += export_failed(failed, config)
     return exported, rows
+
+
+def export_failed(failed: Row, config: RunConfig) -> list[Row]:
+    """A failed export as the rows its artifact would have had: one per device and thread
+    count, each labelled with them (``tflite/fp32 @ android x1``)."""
+    return [replace(failed, device=device, threads=threads)
+            for device in config.devices for threads in config.threads]  # fmt: skip
 
 
 def export_timing(model: str, target: str, recipe: str, started: float) -> dict[str, Any]:

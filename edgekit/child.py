@@ -33,7 +33,11 @@ class ChildFailed(EdgekitError):
 
 
 def child_env() -> dict[str, str]:
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
+    from edgekit.interference import ROOT_ENV, edgekit_root
+
+    # a worker's noise guard counts everything under the root as edgekit's own
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore",
+                **{ROOT_ENV: str(edgekit_root())})  # fmt: skip
 
 
 class WorkerProcess:
@@ -183,7 +187,9 @@ class WorkerTimer(BlockTimer):
     def block(self, runs: int) -> Block:
         self._worker.send({"cmd": "block", "runs": runs})
         reply = self._worker.receive()
-        return Block.of(reply["samples_ms"], reply.get("foreign"), reply.get("steal"))
+        return Block.of(
+            reply["samples_ms"], reply.get("foreign"), reply.get("steal"), reply.get("edgekit")
+        )
 
     def close(self) -> None:
         if getattr(self, "_closed", False):

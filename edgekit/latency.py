@@ -51,11 +51,14 @@ class Block:
     foreign_cpu: float | None = None
     steal: float | None = None
     summary: dict[str, float] = field(default_factory=dict)  # a phone runner's own figures
+    edgekit_cpu: float | None = None  # edgekit's other processes (never counted as foreign)
 
     @classmethod
-    def of(cls, samples: list[float], foreign: float | None, steal: float | None) -> Block:
+    def of(cls, samples: list[float], foreign: float | None, steal: float | None,
+           edgekit: float | None = None) -> Block:  # fmt: skip
         values = np.asarray(samples, dtype=np.float64)
-        return cls(list(samples), float(values.mean()), float(np.median(values)), foreign, steal)
+        return cls(list(samples), float(values.mean()), float(np.median(values)), foreign, steal,
+                   edgekit_cpu=edgekit)  # fmt: skip
 
 
 @dataclass
@@ -81,6 +84,7 @@ class LatencyRecord:
     size_bytes: int | None = None
     foreign_cpu: float | None = None
     steal: float | None = None
+    edgekit_cpu: float | None = None  # cores edgekit's own other processes used meanwhile
     disturbed: bool = False
     rounds_disturbed: int = 0
     attempts: int = 0
@@ -133,6 +137,8 @@ class LatencyRecord:
         steals = [block.steal for block in kept if block.steal is not None]
         self.foreign_cpu = float(np.mean(readings)) if readings else None
         self.steal = float(np.mean(steals)) if steals else None
+        ours = [block.edgekit_cpu for block in kept if block.edgekit_cpu is not None]
+        self.edgekit_cpu = float(np.mean(ours)) if ours else None
         if self.stats.get("cv", 0.0) > HIGH_CV:
             self.warnings.append(f"noisy: CV {self.stats['cv']:.1%} (> {HIGH_CV:.0%})")
 

@@ -140,8 +140,15 @@ def describe(payload: dict[str, Any] | None) -> str:
 
 def vulkan_facts() -> dict[str, Any]:
     """Vulkan ICDs and devices; ``software_only`` when every device is a CPU (lavapipe)."""
-    icds = sorted({path for pattern in VULKAN_ICD_GLOBS for path in glob.glob(pattern)})
+    # the loader reads only the driver files these variables name, when one is set
+    chosen = os.environ.get("VK_DRIVER_FILES") or os.environ.get("VK_ICD_FILENAMES")
+    if chosen:
+        icds = sorted({path for path in chosen.split(os.pathsep) if os.path.isfile(path)})
+    else:
+        icds = sorted({path for pattern in VULKAN_ICD_GLOBS for path in glob.glob(pattern)})
     facts: dict[str, Any] = {"icd_files": icds, "devices": [], "device_types": []}
+    if chosen:
+        facts["loader_env"] = chosen
     tool = shutil.which("vulkaninfo")
     if tool:
         try:
@@ -160,7 +167,8 @@ def vulkan_facts() -> dict[str, Any]:
         facts["software_only"] = all(kind.endswith("CPU") for kind in facts["device_types"])
     else:  # no vulkaninfo: Mesa installs every ICD file; only lavapipe's means software
         facts["software_only"] = [p.rsplit("/", 1)[-1] for p in icds] == ["lvp_icd.x86_64.json"]
-    facts["available"] = bool(icds)
+    # with vulkaninfo, a driver file that yields no device is no Vulkan device
+    facts["available"] = bool(icds) and (tool is None or bool(facts["devices"]))
     return facts
 
 

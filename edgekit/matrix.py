@@ -23,7 +23,7 @@ from edgekit.errors import EdgekitError
 from edgekit.fileio import journal, write_json_atomic
 from edgekit.machine import fingerprint
 from edgekit.models import load_model
-from edgekit.peak import arithmetic_of, peak_of
+from edgekit.peak import MachinePeaks, arithmetic_of, shares_of
 from edgekit.report import build_report
 from edgekit.report.history import record_run
 from edgekit.report.recommend import Recommendation, recommend_each
@@ -166,6 +166,14 @@ class LocalExecutor:
                      say: Progress) -> list[PoolResult]:  # fmt: skip
         return [device_pool(config, d, exported, source, dataset, say) for d in config.devices]
 
+    def absent_devices(self, devices: list[str]) -> dict[str, str]:
+        """The devices this machine lacks altogether, with why (a cluster run has no such
+        check: a device may hang off any node, and its rows say so when none has it)."""
+        from edgekit.devices import device_class
+
+        found = {name: device_class(name)().absent() for name in devices}
+        return {name: why for name, why in found.items() if why}
+
 
 def _given_artifact(spec: str, foreign: Any) -> Artifact | None:
     """A .tflite/.pte given as the model: measured as it is (an .onnx is a source model)."""
@@ -200,19 +208,21 @@ def measure(
 ) -> Results:
     """Every model's cells (``keep``: rows a resumed run already has), merged into one
     results file: one row per artifact x device x threads, one baseline per model and pool."""
-    from edgekit.peak import measure_peaks
     from edgekit.run_profile import hint_rows
 
     executor = executor or LocalExecutor()
-    say("measuring the machine's matmul peaks")
-    peaks = {str(threads): measure_peaks(threads) for threads in config.threads}
+    skipped = executor.absent_devices(config.devices) if hasattr(executor, "absent_devices") else {}
+    for name, why in skipped.items():
+        say(f"skipping device {name}: {why}")
+    present = [name for name in config.devices if name not in skipped]
+    peaks = MachinePeaks.load(config.threads, say)  # cached per machine and thread count
     rows, profiles, infos = list(keep or []), [], []
     started = time.perf_counter()
     made = _export_phase(config, models, run_dir / "artifacts", say, executor)
     phases: dict[str, Any] = {"export_s": time.perf_counter() - started}
     started = time.perf_counter()
     for model in models:
-        settings = replace(config, model=model.spec, data=model.data)
+        settings = replace(config, model=model.spec, data=model.data, devices=present)
         exported, failed = made[model.spec]
         mine = list(failed)
         for pool in executor.device_pools(settings, exported, model.source, model.dataset, say):
@@ -242,11 +252,32 @@ def measure(
         "models": [{**info, "data": data} for info, data in infos],
         "config": asdict(config),
         "machine": fingerprint(versions=runtime_versions()),
-        "peaks": peaks,
+        "peaks": peaks.figures(),  # as raised by this run's rows
+        "peak_kernels": peaks.kernels(),  # what gave each peak: a kernel, or a row
+        "absent_devices": absent_devices(config.devices, rows, skipped),
         "profiles": profiles,
         "phases": phases,  # where the run's wall time went: exports, then the device pools
     }
     return Results(run, rows, RESULTS_SCHEMA_VERSION)
+
+
+def absent_devices(devices: list[str], rows: list[Row],
+                   skipped: dict[str, str]) -> dict[str, dict[str, str]]:  # fmt: skip
+    """The devices of the run on which no row could run here (``skipped``: those the machine
+    lacks altogether, measured not at all): why, and how to add one."""
+    from edgekit.devices import device_class
+
+    absent = {}
+    for name in devices:
+        mine = [row for row in rows if row.device == name and row.kind == "artifact"]
+        if name in skipped:
+            absent[name] = {"reason": skipped[name], "how_to_add": device_class(name).how_to_add}
+        elif mine and all(row.status == "unavailable" for row in mine):
+            reason = str(mine[0].error or "not available here")
+            marker = f" on {name}: "
+            reason = reason.split(marker, 1)[1] if marker in reason else reason
+            absent[name] = {"reason": reason, "how_to_add": device_class(name).how_to_add}
+    return absent
 
 
 def _export_phase(config: RunConfig, models: list[Subject], out_dir: Path, say: Progress,
@@ -264,21 +295,17 @@ def _export_phase(config: RunConfig, models: list[Subject], out_dir: Path, say: 
     return made
 
 
-def _derive(row: Row, peaks: dict[str, dict[str, float]], macs: int | None) -> None:
-    """Achieved GFLOP/s (GOP/s) and the share of the measured peak of the arithmetic that runs:
-    the int8 peak where most compute ops run in int8, the fp32 peak otherwise."""
+def _derive(row: Row, peaks: MachinePeaks, macs: int | None) -> None:
+    """Achieved GFLOP/s (GOP/s) and the share of the machine's peak of the arithmetic that runs:
+    int8 where most compute ops run in int8, fp16 where most MACs compute in float16, fp32
+    otherwise. A row faster than the peak raises it (``MachinePeaks.place``)."""
     p50 = row.p50
     if p50 is None or not macs:
         return
     row.gflops = 2 * macs / (p50 / 1e3) / 1e9
-    peak = peaks.get(str(row.threads), {})
-    int8_share = (row.coverage or {}).get("int8_fraction")
-    if int8_share is None:  # a file edgekit did not make: its audit's share of int8 MACs
-        int8_share = (row.audit or {}).get("compute", {}).get("int8", {}).get("mac_share", 0.0)
-    row.peak_kind = arithmetic_of(row.recipe, int8_share)
-    reference = peak_of(peak, row.peak_kind)
-    if reference and row.traits.get("where") == "host" and row.latency_comparable:
-        row.peak_fraction = row.gflops / reference
+    row.peak_kind = arithmetic_of(row.recipe, *shares_of(row.coverage, row.audit))
+    if row.traits.get("where") == "host" and row.latency_comparable:
+        peaks.place(row)
 
 
 def _macs(source: SourceModel | None, given: Artifact | None = None) -> int | None:

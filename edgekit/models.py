@@ -291,13 +291,14 @@ def _load_keras(path: Path) -> SourceModel:
 
 
 def load_zoo_model(name: str, quiet: bool = False) -> SourceModel:
-    """Build a zoo model; trained entries load cached weights or train them once."""
+    """Build a zoo model; trained entries load the weights that ship with edgekit (the same
+    on every machine: see :mod:`edgekit.weights`)."""
     entry = zoo.ZOO[name]
     module = entry.build()
     if entry.trained_on is not None:
-        from edgekit.training import trained_state_dict
+        from edgekit.weights import load_shipped
 
-        module.load_state_dict(trained_state_dict(entry, quiet=quiet))
+        module.load_state_dict(load_shipped(name))
     module.eval()
     return SourceModel(name, "torch", module, entry.preprocess, torch_digest(module), f"zoo:{name}")
 

@@ -43,7 +43,8 @@ def _clean(lines: list[str]) -> None:
 def main() -> None:
     fd, journal = tempfile.mkstemp(prefix="edgekit-", suffix=".journal")
     os.close(fd)
-    env = dict(os.environ, **{JOURNAL_ENV: journal})
+    # EDGEKIT_ROOT_PID: the noise guard counts this process's whole tree as edgekit's own
+    env = dict(os.environ, **{JOURNAL_ENV: journal, "EDGEKIT_ROOT_PID": str(os.getpid())})
     child = subprocess.Popen(
         [sys.executable, "-m", "edgekit.cli", *sys.argv[1:]], env=env, process_group=0
     )

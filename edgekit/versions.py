@@ -6,7 +6,9 @@ from __future__ import annotations
 import platform
 from importlib import metadata
 
-CORE_PACKAGES = ("edgekit", "torch", "numpy", "scipy")
+from edgekit import __version__
+
+CORE_PACKAGES = ("torch", "numpy", "scipy")
 
 
 def package_version(name: str) -> str | None:
@@ -18,7 +20,8 @@ def package_version(name: str) -> str | None:
 
 def tool_versions(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Python and edgekit's core packages, plus ``extra`` (the targets' runtime versions)."""
-    versions = {"python": platform.python_version()}
+    # edgekit's own from the package, not the metadata: the distribution is named edgekit-bench
+    versions = {"python": platform.python_version(), "edgekit": __version__}
     for name in CORE_PACKAGES:
         version = package_version(name)
         if version is not None:

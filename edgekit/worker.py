@@ -151,6 +151,7 @@ def serve(request: dict[str, Any], reply: Any) -> None:
                 "samples_ms": samples,
                 "foreign": None if reading is None else reading.foreign,
                 "steal": None if reading is None else reading.steal,
+                "edgekit": None if reading is None else reading.edgekit,
             }
         )
     runnable.close()

@@ -121,6 +121,8 @@ class Target:
     run_modules: ClassVar[tuple[str, ...]] = ()  # ... and these to run
     session_module: ClassVar[str] = ""  # numpy-only module with open_session (the guest runs it)
     guest_modules: ClassVar[tuple[str, ...]] = ()  # runtime modules that session needs
+    # module whose kernels() gives its runtime's GEMM peak kernels (edgekit.peak); "": none
+    peak_module: ClassVar[str] = ""
 
     def unsupported_reason(
         self, recipe: str, source: SourceModel, io_dtype: str = "float32"

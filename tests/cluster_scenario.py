@@ -3,6 +3,10 @@ tests/test_cluster.py inside a network namespace of its own (``unshare -n``), wh
 is the only address: Ray binds every interface it finds (ray-project/ray#26293), so nothing
 here listens beyond loopback. Writes what each step saw to OUT/scenario.json.
 
+The cluster run has two models: the default zoo model and a user's own (tests/cluster_user_model:
+a module on the driver's PYTHONPATH only, never on the nodes'), as a user runs
+``--model zoo:digits-mobilenet,driver_only_net:tiny_cnn``.
+
     unshare -n python tests/cluster_scenario.py OUT"""
 
 from __future__ import annotations
@@ -24,6 +28,12 @@ from stand_ins import stand_in_adb_env
 EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
 QUICK = ["--rounds", "3", "--min-runs", "5", "--min-seconds", "0.05"]
 MATRIX = ["--targets", "tflite", "--recipes", "fp32", "--no-profile", *QUICK]
+# a user's project: its model module (with a helper beside it), and a folder of other code
+USER = Path(__file__).resolve().parent / "cluster_user_model"
+USER_MODEL = "driver_only_net:tiny_cnn"
+TWO_MODELS = ["--model", f"zoo:digits-mobilenet,{USER_MODEL}"]
+# its model that needs a module from another folder, which edgekit does not ship
+UNSHIPPED_MODEL = "driver_only_broken:tiny_cnn"
 
 
 def loopback_up() -> None:
@@ -47,8 +57,10 @@ def rows_of(result: dict) -> list[dict]:
 
 
 def _summary(result: dict) -> dict:
-    rows = rows_of(result) if result["code"] in (0, 1) and result["out"].strip() else []
-    return {"code": result["code"], "err": result["err"][-2000:], "rows": rows}
+    finished = result["code"] in (0, 1) and result["out"].strip()
+    rows = rows_of(result) if finished else []
+    failed = json.loads(result["out"])["failed"] if finished else []  # the rows' labels
+    return {"code": result["code"], "err": result["err"][-2000:], "rows": rows, "failed": failed}
 
 
 def worker_pids(state: Path) -> list[int]:
@@ -88,6 +100,8 @@ def main(out: Path) -> None:
     adb = stand_in_adb_env(out / "phone")
     phone = {**base, **adb, "PATH": f"{adb.pop('PATH_PREFIX')}{os.pathsep}{os.environ['PATH']}"}
     phone.pop("PATH_PREFIX", None)
+    # the nodes' environments (base, phone) lack the user's project: only the driver has it
+    driver = {**base, "PYTHONPATH": str(USER / "project")}
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -104,11 +118,18 @@ def main(out: Path) -> None:
         seen["status"] = json.loads(edgekit("cluster", "status", address, "--json", env=base,
                                             check=True)["out"])  # fmt: skip
         # the matrix on the cluster, and the same matrix run locally
-        clustered = edgekit("run", "--cluster", address, "--devices", "cpu,android", *MATRIX,
-                            *runs, env=base)  # fmt: skip
+        clustered = edgekit("run", "--cluster", address, "--devices", "cpu,android", *TWO_MODELS,
+                            *MATRIX, *runs, env=driver)  # fmt: skip
         seen["cluster_run"] = _summary(clustered)
-        local = edgekit("run", "--devices", "cpu,android", *MATRIX, *runs, env=phone)
+        local = edgekit("run", "--devices", "cpu,android", *TWO_MODELS, *MATRIX, *runs,
+                        env={**phone, "PYTHONPATH": driver["PYTHONPATH"]})  # fmt: skip
         seen["local_run"] = _summary(local)
+        # a model that needs code from beyond its folder: the nodes cannot import it
+        both = os.pathsep.join([driver["PYTHONPATH"], str(USER / "elsewhere")])
+        elsewhere = {**driver, "PYTHONPATH": both}
+        unshipped = edgekit("run", "--cluster", address, "--devices", "cpu,android", "--model",
+                            UNSHIPPED_MODEL, *MATRIX, *runs, env=elsewhere)  # fmt: skip
+        seen["cannot_import"] = _summary(unshipped)
         # Ctrl-C while the phone's pool runs: the tasks cancelled, no run directory left
         log = Path(adb["ADB_LOG"])
         log.write_text("")

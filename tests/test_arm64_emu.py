@@ -196,9 +196,23 @@ def _output_step(artifact) -> float:
     return float(scales[node.input[1]])
 
 
-# ARM against x86, per kernel family, bounds that hold on any x86-64 CPU:
-# - XNNPACK int8 (tflite, .pte) accumulates in int32 and requantizes with the same fp32 formula
-#   on every ISA: bit-exact (measured 0 on an AMD EPYC and on an Intel Xeon with AMX);
+def _grid_step(artifact) -> float:
+    """One output quantization step of an int8 file with float outputs, read off its host
+    outputs: dequantized values lie on a grid of that step, and 100 images x 10 classes land on
+    neighbouring points."""
+    from edgekit.data import load_dataset
+    from edgekit.zoo import ZOO
+
+    x = load_dataset("digits", ZOO["digits-mobilenet"].preprocess).evaluation.x[:SAMPLES]
+    logits, _ = get_device("cpu").predict(artifact, x)
+    gaps = np.diff(np.unique(np.asarray(logits, dtype=np.float64)))
+    return float(gaps[gaps > 1e-6].min())
+
+
+# ARM against x86, per kernel family, bounds meant to hold on any x86-64 CPU:
+# - XNNPACK int8 (tflite, .pte) accumulates in int32 and requantizes with the same fp32 formula;
+#   measured 0 on the two CPUs tried (an AMD EPYC and an Intel Xeon with AMX, both with AVX-512
+#   VNNI); an AVX2-only host picks other microkernels and was not tried: one output step;
 # - onnxruntime MLAS int8 picks other u8s8 kernels by ISA (AVX2 vpmaddubsw, AVX-VNNI, AMX): at
 #   most one output quantization step (measured 0 on the EPYC, 1 step on 1 of 1000 outputs on
 #   the Xeon);
@@ -209,7 +223,7 @@ def _output_step(artifact) -> float:
     ("target", "recipe", "bound"),
     [
         ("tflite", "fp32", 1e-4),
-        ("tflite", "int8", 0.0),
+        ("tflite", "int8", "one grid step"),
         ("onnx", "fp32", 1e-4),
         ("onnx", "int8", "one output step"),
     ],
@@ -218,6 +232,8 @@ def test_arm_kernels_match_x86(export_digits, target, recipe, bound):
     artifact = export_digits(target, recipe)
     if bound == "one output step":
         bound = _output_step(artifact) * 1.001
+    elif bound == "one grid step":
+        bound = _grid_step(artifact) * 1.001
     record = evaluate_artifact(str(artifact.path), device="arm64-emu", limit=SAMPLES)
     figures = record.versus_host
     assert record.device == "arm64-emu" and record.samples == SAMPLES
@@ -305,7 +321,8 @@ def test_pte_on_arm(export_digits, recipe):
         pytest.skip("arm64-emu was set up without --with-pte")
     path = export_digits("executorch", recipe).path
     record = evaluate_artifact(str(path), device="arm64-emu", limit=SAMPLES)
-    # XNNPACK int8: bit-exact on any x86-64 CPU (see above); fp32: other summation orders
-    assert record.versus_host["max_abs_diff"] <= (0.0 if recipe == "int8" else 1e-4)
+    # XNNPACK int8: one output step (0 where tried, see above); fp32: other summation orders
+    bound = _grid_step(load_artifact(path)) * 1.001 if recipe == "int8" else 1e-4
+    assert record.versus_host["max_abs_diff"] <= bound
     assert record.versus_host["argmax_agreement"] == 1.0
     assert "ExecuTorch 1.3.1 runtime" in record.runtime["runtime"]

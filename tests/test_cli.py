@@ -50,18 +50,23 @@ def test_doctor_reports_this_machine(capsys):
     assert human.code == 0 and "XNNPACK" in human.out and "Vulkan" in human.out
 
 
-ACCURACY_FLOOR = 97.0  # top-1 % on the evaluation split; pinned training gives 99.11 on any CPU
-
-
-def test_the_default_model_accuracy(capsys):
+def test_the_default_model_is_the_shipped_one_on_any_machine(capsys):
+    """The digits classifier is not trained here: every machine evaluates the shipped file, so
+    the digest and the accuracy are the card's (what the README quotes)."""
     import re
 
+    from edgekit.weights import shipped_card
+
+    card = shipped_card("digits-mobilenet")
     result = run_cli(capsys, "eval")
     assert result.code == 0
     found = re.search(
-        r"digits-mobilenet on digits \(evaluation split, 899 images\): top-1 ([\d.]+) %", result.out
+        r"digits-mobilenet on digits \(evaluation split, 899 images\): top-1 ([\d.]+) %.*"
+        r"\[weights ([0-9a-f]{12})\]",
+        result.out,
     )
-    assert found and float(found.group(1)) >= ACCURACY_FLOOR, result.out
+    assert found, result.out
+    assert found.group(1) == f"{100 * card.top1:.2f}" and found.group(2) == card.state_digest[:12]
 
 
 def test_export_writes_a_validated_artifact_and_its_manifest(capsys, tmp_path):

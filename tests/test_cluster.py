@@ -1,13 +1,18 @@
 """``edgekit run --cluster``: a two-node Ray cluster on loopback, inside a network namespace of
 its own so nothing listens beyond 127.0.0.1 (see tests/cluster_scenario.py, which drives the CLI
 as a user would and records what each step saw). The second node advertises a stand-in adb
-phone; the head has the host CPU."""
+phone; the head has the host CPU. The cluster run measures the zoo model and a user's model
+whose module only the driver can import.
+
+The last tests need no cluster: what the driver ships with a user's model, and how a node
+loads it."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import shutil
+import socket
 import subprocess
 import sys
 from datetime import datetime
@@ -25,14 +30,13 @@ def _unshare_works() -> str | None:
     return None if done.returncode == 0 else f"unshare -n is not permitted here: {done.stderr}"
 
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(_unshare_works() is not None, reason=str(_unshare_works())),
-]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory) -> dict:
+    if _unshare_works() is not None:
+        pytest.skip(str(_unshare_works()))
     out = tmp_path_factory.mktemp("cluster")
     done = subprocess.run(
         ["unshare", "-n", sys.executable, "cluster_scenario.py", str(out)],
@@ -48,6 +52,11 @@ def _edgekit_lines(err: str) -> list[str]:
 
 def _short(node_id: str) -> str:
     return node_id[:12]
+
+
+def _node_names(scenario: dict) -> set[str]:
+    """How rows name the cluster's nodes (host/id): both run on this machine."""
+    return {f"{socket.gethostname()}/{_short(node['id'])}" for node in scenario["status"]}
 
 
 def test_each_node_advertises_its_devices(scenario):
@@ -81,10 +90,39 @@ def test_the_cluster_run_has_the_rows_a_local_run_has(scenario):
     assert cluster == local
 
 
+def test_a_model_only_the_driver_can_import_runs_on_every_node(scenario):
+    run = scenario["cluster_run"]
+    assert run["code"] == 0, run["err"]
+    phone = next(n for n in scenario["status"] if "edgekit_adb_emulator-5554" in n["edgekit"])
+    mine = [row for row in run["rows"] if row["model"] == "tiny_cnn"]
+    measured = sorted((row["kind"], row["device"], row["threads"]) for row in mine)
+    assert measured == [("artifact", "android", 1), ("artifact", "cpu", 1), ("baseline", "cpu", 1)]
+    assert all(row["status"] == "ok" for row in mine), [row["error"] for row in mine]
+    # the phone's pool loads the model (for its dataset) on the node that never had the module
+    android = next(row for row in mine if row["device"] == "android")
+    assert android["node"].endswith(_short(phone["id"]))
+
+
+def test_a_node_that_cannot_import_a_model_says_which_node_and_what_to_copy(scenario):
+    result = scenario["cannot_import"]
+    assert result["code"] == 1, result["err"]
+    # labelled with the devices and threads the export's artifact was to run on
+    assert sorted(result["failed"]) == ["tflite/fp32 @ android x1", "tflite/fp32 @ cpu x1"]
+    for row in result["rows"]:
+        assert row["status"] == "failed" and row["stage"] == "export"
+        assert row["node"] in _node_names(scenario)
+        assert f"No module named 'driver_only_helper') on node {row['node']}" in row["error"]
+        helper = HERE / "cluster_user_model" / "elsewhere" / "driver_only_helper.py"
+        assert f"copy {helper} there and add its folder to PYTHONPATH" in row["error"]
+    assert len(_edgekit_lines(result["err"])) == 1
+
+
 def test_benchmarks_never_overlap_on_a_node(scenario):
+    # one pool per model on each node, timed one after the other
     windows: dict[str, set[tuple[str, str]]] = {}
     for row in scenario["cluster_run"]["rows"]:
         windows.setdefault(row["node"], set()).add((row["bench_started"], row["bench_finished"]))
+    assert sorted(len(spans) for spans in windows.values()) == [2, 2], windows
     for spans in windows.values():
         ordered = sorted((datetime.fromisoformat(a), datetime.fromisoformat(b)) for a, b in spans)
         for (_, end), (start, _) in itertools.pairwise(ordered):
@@ -93,7 +131,7 @@ def test_benchmarks_never_overlap_on_a_node(scenario):
 
 def test_a_killed_node_takes_only_its_rows_down(scenario):
     killed = scenario["killed_run"]
-    assert killed["code"] == 1, killed["err"]
+    assert killed["code"] == 1 and "rows" in killed, killed["err"]
     by_device = {row["device"]: row for row in killed["rows"]}
     assert by_device["cpu"]["status"] == "ok"
     assert by_device["android"]["status"] == "failed"
@@ -139,3 +177,74 @@ def test_stop_leaves_no_process_edgekit_started(scenario):
     assert scenario["stop"]["code"] == 0
     assert scenario["stop"]["pids"]
     assert scenario["stop"]["alive"] == []
+
+
+# -- what the driver ships, without a cluster -------------------------------------------------
+
+
+def test_a_users_package_ships_with_the_modules_it_imported_beside_it(tmp_path, monkeypatch):
+    from edgekit.cluster.shipping import code_to_ship
+
+    project = tmp_path / "project"
+    (project / "shipme_pkg").mkdir(parents=True)
+    (project / "shipme_pkg" / "__init__.py").write_text("from shipme_helper import WIDTH\n")
+    (project / "shipme_helper.py").write_text("WIDTH = 4\n")
+    (project / "unused_here.py").write_text("")  # not imported: not shipped
+    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.delitem(sys.modules, "shipme_pkg", raising=False)
+    monkeypatch.delitem(sys.modules, "shipme_helper", raising=False)
+    __import__("shipme_pkg")
+    try:
+        shipped = code_to_ship(["shipme_pkg.models:build"])
+    finally:
+        del sys.modules["shipme_pkg"], sys.modules["shipme_helper"]
+    project = project.resolve()
+    assert shipped == [str(project / "shipme_pkg"), str(project / "shipme_helper.py")]
+
+
+def test_installed_code_zoo_models_and_model_files_ship_nothing():
+    import numpy.random  # noqa: F401 (imported, as a factory's module is once it is loaded)
+
+    from edgekit.cluster.shipping import code_to_ship
+
+    specs = ["numpy.random:rand", "zoo:digits-mobilenet", "digits-mobilenet", "model.pt2",
+             "edgekit.zoo:build"]  # fmt: skip
+    assert code_to_ship(specs) == []
+
+
+def test_a_node_without_an_installed_package_is_told_the_version_to_install():
+    from importlib.metadata import version
+
+    from edgekit.cluster.shipping import install_hint
+
+    hint = install_hint("numpy", shipped=[])
+    assert hint == (
+        f"install it there: pip install numpy=={version('numpy')} into the Python of "
+        "`edgekit cluster join`"
+    )
+
+
+def test_a_node_loads_the_weights_file_the_driver_sent(tmp_path):
+    import torch
+    from user_models import tiny_cnn
+
+    from edgekit.cluster.shipping import localized, with_source_options
+    from edgekit.models import load_model, reload_model
+
+    trained = tiny_cnn()
+    with torch.no_grad():
+        trained.fc.weight.mul_(2)  # not the factory's own initial weights
+    on_driver = tmp_path / "driver" / "tiny.pt"
+    on_driver.parent.mkdir()
+    torch.save(trained.state_dict(), on_driver)
+    source = load_model("user_models:tiny_cnn", weights=on_driver)
+    model = {"spec": source.spec, "load_options": source.load_options}
+    sent = on_driver.read_bytes()
+    on_driver.unlink()  # another machine: no such file there
+
+    on_node = reload_model(localized(model, sent, tmp_path / "node"))
+    assert on_node.digest == source.digest
+    assert Path(on_node.load_options["weights"]).read_bytes() == sent
+    # the artifact that comes back names the driver's file, as a local run's manifest does
+    manifest = with_source_options({"source": on_node.to_manifest()}, model["load_options"])
+    assert manifest["source"]["load_options"]["weights"] == str(on_driver)

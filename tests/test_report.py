@@ -100,7 +100,6 @@ def test_pareto_front_counts_only_interval_backed_speed():
 def test_rows_that_cannot_win_say_why():
     software_gpu = _row("tflite", "fp32", [0.1] * 5, 0.0, 0.0, device="gpu")
     software_gpu.traits = {"latency_comparable": False, "note": "software Vulkan, not a GPU speed"}
-    disturbed = _row("tflite", "int8", [0.3] * 5, 0.0, 0.0, disturbed=True)
     over = _row("onnx", "int8", [0.5] * 5, 1.2, 2.5)
     good = _row("executorch", "int8", [0.8] * 5, 0.2, 0.6)
     lacking = Row(
@@ -112,15 +111,37 @@ def test_rows_that_cannot_win_say_why():
         status="unavailable",
         error="no CUDA",
     )
-    rows = [software_gpu, disturbed, over, good, lacking]
+    rows = [software_gpu, over, good, lacking]
     advice = recommend(rows, max_drop=1.0)
     reasons = dict(advice.reasons)
     assert advice.best is good
     assert "software Vulkan" in reasons[software_gpu.label]
-    assert "disturbed" in reasons[disturbed.label]
     assert "drop upper bound +2.50 > budget 1" in reasons[over.label]
     assert lacking.label not in reasons  # a device this machine lacks is listed elsewhere
     assert recommend(rows, max_drop=-1.0).best is None
+
+
+def test_disturbed_rows_still_compete_on_their_paired_ratios_with_a_warning():
+    fast, slow = _pool(
+        _row("tflite", "int8", [0.30, 0.31, 0.29, 0.30, 0.30], 0.1, 0.5, disturbed=True),
+        _row("onnx", "fp32", [0.60, 0.61, 0.59, 0.60, 0.60], 0.0, 0.3, disturbed=True),
+    )
+    advice = recommend([fast, slow], max_drop=1.0)
+    assert advice.best is fast
+    assert "slower: 2.00x" in dict(advice.reasons)[slow.label]
+    assert "WARNING: other processes disturbed the timing of 2 competing row(s)" in advice.summary
+    quiet = recommend(_pool(_row("tflite", "int8", [0.3] * 5, 0.1, 0.5)), max_drop=1.0)
+    assert "WARNING" not in quiet.summary
+
+
+def test_when_nothing_qualifies_the_summary_gives_the_reasons_that_applied():
+    failed = _row("onnx", "int8", [0.5] * 5, 0.0, 0.0)
+    failed.status, failed.error = "failed", "crashed"
+    over = _row("tflite", "int8", [0.3] * 5, 1.5, 2.0)
+    summary = recommend([failed, over], max_drop=1.0).summary
+    assert summary == "nothing to recommend: 1 row(s) failed; 1 row(s) drop over the budget"
+    only_failed = recommend([failed], max_drop=1.0).summary
+    assert "budget" not in only_failed  # the budget is never the reason where it was not
 
 
 def test_report_is_rebuilt_from_results_json_alone(run_dir, capsys):

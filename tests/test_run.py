@@ -4,6 +4,10 @@ and a fourth target added from outside edgekit running through it."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 from cli_helpers import run_cli
@@ -86,6 +90,46 @@ def test_the_python_api_writes_what_the_cli_writes(tmp_path):
     ]
     assert result.recommendation.best is not None and not result.failed
     assert json.loads((result.run_dir / "report.json").read_text())["recommendation"]
+
+
+NO_VULKAN = {"VK_ICD_FILENAMES": "/nonexistent.json", "VK_DRIVER_FILES": "/nonexistent.json"}
+
+
+def _edgekit(tmp_path, *args, **env):
+    """The installed command in a fresh process, as a user's shell runs it."""
+    command = [str(Path(sys.executable).with_name("edgekit")), *args]
+    return subprocess.run(
+        command, cwd=tmp_path, capture_output=True, text=True,
+        env={**os.environ, "EDGEKIT_HISTORY": str(tmp_path / "history.sqlite"), **env},
+        timeout=900, check=False,
+    )  # fmt: skip
+
+
+def test_the_demo_on_a_machine_without_a_vulkan_driver_skips_the_gpu_and_answers(tmp_path):
+    """``make demo``'s devices are the defaults, not a request: a machine with only a CPU
+    measures the CPU, names the device it skipped and how to add it, recommends, exits 0."""
+    done = _edgekit(tmp_path, "run", "--targets", "tflite", "--recipes", "fp32,int8",
+                    "--no-profile", *QUICK, **NO_VULKAN)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    skipped = [line for line in done.stdout.splitlines() if line.startswith("skipped device")]
+    assert len(skipped) == 1 and skipped[0].startswith("skipped device gpu (no CUDA GPU and no ")
+    assert "/nonexistent.json" in skipped[0] and "to add it: install a Vulkan driver" in skipped[0]
+    assert re.search(r"recommendation: tflite/(fp32|int8)", done.stdout), done.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    results = json.loads((run_dir / "results.json").read_text())
+    assert {row["device"] for row in results["rows"] if row["kind"] == "artifact"} == {"cpu"}
+    assert set(results["run"]["absent_devices"]) == {"gpu"}
+    assert "device gpu: to add it, install a Vulkan driver" in (run_dir / "report.md").read_text()
+
+
+def test_a_gpu_asked_for_by_name_without_a_driver_is_one_line_and_exit_2(tmp_path):
+    done = _edgekit(tmp_path, "run", "--devices", "gpu", **NO_VULKAN)
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("edgekit: error: --devices gpu: no CUDA GPU"), (
+        lines
+    )
+    assert not (tmp_path / "runs").exists()  # refused before any work
 
 
 def test_a_target_from_a_plugin_runs_through_edgekit_run(capsys, tmp_path, monkeypatch):

@@ -42,7 +42,7 @@ def test_a_run_that_asks_for_server_rows_says_why_they_are_missing(capsys, tmp_p
         if row.target == "tflite":
             assert "runs .onnx files only" in row.error
         else:
-            assert "edgekit[cuda]" in row.error or "no CUDA GPU" in row.error
+            assert "edgekit-bench[cuda]" in row.error or "no CUDA GPU" in row.error
     report = (run_dir / "report.md").read_text()
     assert "## Not available on this machine" in report and "server-tensorrt" in report
 
@@ -77,5 +77,5 @@ def test_the_provider_option_picks_one_execution_provider(monkeypatch):
     with pytest.raises(UserInputError, match="choose from cuda, tensorrt"):
         providers(Accelerator.GPU, "rocm")
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"])
-    with pytest.raises(DeviceUnavailable, match=r"pip install 'edgekit\[cuda\]'"):
+    with pytest.raises(DeviceUnavailable, match=r"pip install 'edgekit-bench\[cuda\]'"):
         providers(Accelerator.GPU, "tensorrt")

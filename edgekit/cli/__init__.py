@@ -105,7 +105,13 @@ def main() -> None:
             _mark_finished()
             raise
         from edgekit.errors import first_line
+        from edgekit.pipcheck import missing_runtime
 
+        missing = missing_runtime(exc)  # neither onnxruntime extra installed: not a bug
+        if missing is not None:
+            err_console.print(f"edgekit: error: {missing}", markup=False, highlight=False,
+                              soft_wrap=True)  # fmt: skip
+            _finish(2)
         err_console.print(f"edgekit: internal error: {type(exc).__name__}: {first_line(exc)} "
                           "(a bug in edgekit; rerun with --debug for the traceback)",
                           markup=False, highlight=False, soft_wrap=True)  # fmt: skip

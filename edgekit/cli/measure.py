@@ -62,7 +62,8 @@ def eval_command(
         top5 = f", top-5 {100 * result['top5']:.2f} %" if "top5" in result else ""
         console.print(
             f"{result['model']} on {result['dataset']} (evaluation split, "
-            f"{result['samples']} images): top-1 {100 * result['top1']:.2f} %{top5}"
+            f"{result['samples']} images): top-1 {100 * result['top1']:.2f} %{top5}  "
+            f"\\[weights {result['digest'][:12]}]"
         )
         return
     options = device_options(serial, cpu, xnnpack)

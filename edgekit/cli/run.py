@@ -112,6 +112,8 @@ def run(
         console.print(f"wrote {write_config}")
         return
     asked = set(settings.devices) if devices is not None or config is not None else set()
+    if cluster is None:
+        _refuse_absent(settings.devices, asked)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=err_console, transient=False, disable=as_json) as progress:
         task = progress.add_task("starting", total=None)
@@ -135,6 +137,10 @@ def run(
         if result.unavailable:
             console.print(f"{len(result.unavailable)} row(s) need a device this machine lacks "
                           "(listed in the report)")  # fmt: skip
+        for device, absent in result.results.run.get("absent_devices", {}).items():
+            if device not in asked:  # a default device: skipped, named, and how to add it
+                console.print(f"skipped device {device} ({absent['reason']}); to add it: "
+                              f"{absent['how_to_add']}", soft_wrap=True)  # fmt: skip
         console.print(f"report: {result.report['md']}  and  {result.report['html']}")
     _run_exit(result, asked)
 
@@ -159,6 +165,20 @@ def _run(settings: Any, say: Any, history: Path | None, foreign: Any, cluster: s
 
     with connected(cluster) as ray:
         return go(ClusterExecutor(ray, shared_dir, cluster))
+
+
+def _refuse_absent(devices: list[str], asked: set[str]) -> None:
+    """A device asked for by name that this machine lacks altogether: one line, exit 2, before
+    any work (a default device is skipped instead, and named after the run)."""
+    from edgekit.devices import device_class
+    from edgekit.errors import DeviceUnavailable
+
+    for name in devices:
+        why = device_class(name)().absent() if name in asked else None
+        if why:
+            raise DeviceUnavailable(
+                f"--devices {name}: {why}; to add it: {device_class(name).how_to_add}"
+            )
 
 
 def _run_exit(result: object, asked: set[str]) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -28,21 +30,65 @@ def zoo_list() -> None:
 
 
 @zoo_app.command("train")
-def zoo_train(name: Annotated[str, typer.Argument()] = "digits-mobilenet") -> None:
-    """Train (or load from the cache) a trained zoo model and print its accuracy."""
+def zoo_train(
+    name: Annotated[str, typer.Argument()] = "digits-mobilenet",
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="write the weights and their card here (edgekit/weights)"),
+    ] = None,
+    epochs: Annotated[int | None, typer.Option("--epochs", help="default: the recipe's")] = None,
+) -> None:
+    """Train a trained zoo model anew on this machine (cached) and print its accuracy; the
+    model edgekit loads is the one that ships, which --out remakes."""
     import numpy as np
+    import torch
 
     from edgekit.data import load_dataset
-    from edgekit.models import load_model
+    from edgekit.fileio import sha256_file, temporary_directory
+    from edgekit.machine import cpu_model
+    from edgekit.source import SourceModel, torch_digest
+    from edgekit.training import DEFAULT_RECIPE, cache_key, trained_state_dict
+    from edgekit.weights import WeightsCard, write_shipped
+    from edgekit.zoo import ZOO
 
-    source = load_model(name)
-    dataset = load_dataset("digits", source.preprocess)
+    entry = ZOO.get(name)
+    if entry is None or entry.trained_on is None:
+        trained = [e.name for e in ZOO.values() if e.trained_on]
+        raise UserInputError(f"{name}: not a trained zoo model (have: {', '.join(trained)})")
+    recipe = DEFAULT_RECIPE if epochs is None else replace(DEFAULT_RECIPE, epochs=epochs)
+    if recipe.epochs < 1:
+        raise UserInputError(f"--epochs {epochs}: train for at least one epoch")
+    module = entry.build()
+    module.load_state_dict(trained_state_dict(entry, recipe))
+    module.eval()
+    dataset = load_dataset(entry.trained_on, entry.preprocess)
     split = dataset.evaluation
+    digest = torch_digest(module)
+    source = SourceModel(name, "torch", module, entry.preprocess, digest, f"zoo:{name}")
     top1 = float(np.mean(source.predict(split.x).argmax(1) == split.y))
     console.print(
-        f"{source.name} on {dataset.name} (evaluation split, {len(split)} images): "
-        f"top-1 {100 * top1:.2f} %  [weights {source.digest[:12]}]"
+        f"{name} trained here on {dataset.name} (evaluation split, {len(split)} images): "
+        f"top-1 {100 * top1:.2f} %  \\[weights {digest[:12]}]"
     )
+    if out is not None:
+        with temporary_directory("edgekit-weights-") as tmp:
+            state = tmp / f"{name}.pt"
+            torch.save(module.state_dict(), state)
+            card = WeightsCard(
+                name=name,
+                file=state.name,
+                sha256=sha256_file(state),
+                state_digest=digest,
+                cache_key=cache_key(entry, recipe, dataset.digest),
+                recipe=asdict(recipe),
+                command=f"edgekit zoo train {name}"
+                + ("" if epochs is None else f" --epochs {epochs}")
+                + f" --out {out}",
+                trained_on=cpu_model(),
+                top1=top1,
+                samples=len(split),
+            )
+            console.print(f"wrote {write_shipped(card, state, out)}")
 
 
 @zoo_app.command("show")

@@ -57,10 +57,8 @@ def connected(address: str) -> Iterator[Any]:
         from edgekit.cluster.nodes import reachable
 
         reachable(address)
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
-        with _quiet_stderr():
-            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+        _join(ray, address)
     except Exception as exc:  # ConnectionError, RuntimeError: Ray's words, one line
         if started is not None:
             from edgekit.cluster.nodes import stop_nodes
@@ -77,6 +75,31 @@ def connected(address: str) -> Iterator[Any]:
             from edgekit.cluster.nodes import stop_nodes
 
             stop_nodes([started])
+
+
+def _join(ray: Any, address: str, runtime_env: dict[str, Any] | None = None) -> None:
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    with _quiet_stderr():
+        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR,
+                 runtime_env=runtime_env)  # fmt: skip
+
+
+def rejoin(ray: Any, runtime_env: dict[str, Any]) -> None:
+    """Join the same cluster again, as a new job whose runtime environment is
+    ``runtime_env``: Ray uploads local ``py_modules`` (a user's model code) only for a job's
+    own runtime environment, at ``ray.init`` (a task's takes URIs only), and which code a run
+    ships is known only once its models are loaded, after the first join."""
+    address = ray.get_runtime_context().gcs_address
+    ray.shutdown()
+    try:
+        _join(ray, address, runtime_env)
+    except Exception as exc:  # RuntimeEnvSetupError, ValueError (too large): one line
+        modules = ", ".join(runtime_env.get("py_modules", []))
+        raise UserInputError(
+            f"{address}: cannot ship the models' code ({modules}) to the cluster "
+            f"({first_line(exc)}); list what it need not ship in a .rayignore there, or install "
+            "it on every node"
+        ) from None
 
 
 def cluster_nodes(address: str) -> list[dict[str, Any]]:

@@ -11,6 +11,12 @@
   (NodeDiedError), and only that pool's rows fail, with the reason; a retried task would wait
   for a resource only the dead node had.
 - Ctrl-C cancels every task still running; ``run_matrix`` removes the partial run directory.
+- A user's ``module:factory`` model runs on every node as it runs here: its code goes with
+  the job's runtime environment (``py_modules``) and its weights file through the object store
+  (:mod:`edgekit.cluster.shipping`). A node that still cannot import it fails that model's
+  rows with the node's name and what to install there.
+- Every row names its device and thread count: an export that failed is one failed row per
+  device and thread count its artifact would have had.
 
 The rows that come back are the rows a local run makes (each stamped with its node and its
 pool's benchmark window), merged by ``run_matrix`` into one run directory, report and history
@@ -27,7 +33,8 @@ from typing import Any
 
 from edgekit import __version__
 from edgekit.artifact import Artifact, manifest_path
-from edgekit.cells import PoolResult, failed_row
+from edgekit.cells import PoolResult, export_failed, failed_row
+from edgekit.cluster import shipping
 from edgekit.devices import DEFAULT_DEVICE
 from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError, first_line
 from edgekit.fileio import write_bytes_atomic, write_json_atomic
@@ -47,6 +54,8 @@ class ClusterExecutor:
         self.here = ray.get_runtime_context().get_node_id()
         self.pending: list[Any] = []
         self.timings: list[dict[str, Any]] = []  # each export's own time and node
+        self.base_env = dict(ray.get_runtime_context().runtime_env or {})
+        self.shipped: list[str] = []  # the models' code in the job's runtime environment
         check_versions(self.nodes)
 
     # -- exports ----------------------------------------------------------------------------
@@ -59,6 +68,8 @@ class ClusterExecutor:
         """Every model's exports as tasks at once, so that they spread over all nodes."""
         for config, _, _ in jobs:
             self.require_devices(config)
+        self.ship_code([source for _, source, _ in jobs], say)
+        weights = [self._weights(source) for _, source, _ in jobs]
         task = self.ray.remote(num_cpus=1, resources={"edgekit_node": 0.001}, max_retries=1)(
             export_cell
         )
@@ -71,25 +82,29 @@ class ClusterExecutor:
         refs = {}
         for index, target, recipe in cells:
             config, source, _ = jobs[index]
-            model = {"spec": source.spec, "load_options": source.load_options}
             refs[(index, target, recipe)] = task.remote(
-                asdict(config), model, config.data, target, recipe, self._shared()
-            )
+                asdict(config), _model(source), config.data, target, recipe, self._shared(),
+                weights[index],
+            )  # fmt: skip
         say(f"{len(refs)} export(s) scheduled on {len(self.nodes)} node(s)")
         deadline = max(config.timeout for config, _, _ in jobs) * 4
         made: list[tuple[list[Artifact], list[Row]]] = [([], []) for _ in jobs]
         for (index, target, recipe), result in self._gather(refs, deadline, say).items():
             exported, rows = made[index]
+            config = jobs[index][0]
             if isinstance(result, Exception):
-                rows.append(
-                    failed_row(target, recipe, None, None, _failure(result), stage="export")
-                )
+                error = self._failure(result)
+                failed = failed_row(target, recipe, None, None, error, stage="export")
+                failed.node = getattr(error, "node", None)  # known when a node could not import
+                rows += export_failed(failed, config)
                 continue
             self.timings.append({"model": jobs[index][0].model, "target": target,
                                  "recipe": recipe, "node": result["node"],
                                  "seconds": result["seconds"]})  # fmt: skip
             if "failed" in result:
-                rows.append(Row.from_dict(result["failed"]))
+                failed = Row.from_dict(result["failed"])
+                failed.node = result["node"]
+                rows += export_failed(failed, config)
             else:
                 exported.append(_land(result, out_dir))
         return made
@@ -100,9 +115,12 @@ class ClusterExecutor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         self.require_devices(config)
+        if not exported:  # every export failed (its rows say why): nothing for a pool to time
+            return []
+        self.ship_code([source], say)
         files = [self._ship(artifact) for artifact in exported]
-        model = None if source is None else {"spec": source.spec,
-                                             "load_options": source.load_options}  # fmt: skip
+        model = None if source is None else _model(source)
+        weights = self._weights(source)
         refs, missing = {}, []
         for device in config.devices:
             node = self.node_for(device, config)
@@ -114,7 +132,8 @@ class ClusterExecutor:
                 max_retries=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
             )(device_cell)  # fmt: skip
-            refs[device] = task.remote(asdict(config), device, files, model, config.data)
+            refs[device] = task.remote(asdict(config), device, files, model, config.data,
+                                       weights)  # fmt: skip
         say(f"{len(refs)} device pool(s) scheduled")
         deadline = config.timeout * (len(exported) + 2) * len(config.threads) * 2
         pools = []
@@ -126,7 +145,7 @@ class ClusterExecutor:
                 continue
             result = results[device]
             if isinstance(result, Exception):
-                error = _failure(result)
+                error = self._failure(result)
                 pools.append(PoolResult(self._failed_rows(exported, device, config, error)))
                 continue
             pools.append(PoolResult([Row.from_dict(r) for r in result["rows"]],
@@ -161,8 +180,40 @@ class ClusterExecutor:
 
     def _failed_rows(self, exported: list[Artifact], device: str, config: RunConfig,
                      error: EdgekitError) -> list[Row]:  # fmt: skip
-        return [failed_row(a.target, a.recipe, device, threads, error, a)
+        rows = [failed_row(a.target, a.recipe, device, threads, error, a)
                 for a in exported for threads in config.threads]  # fmt: skip
+        for row in rows:
+            row.node = getattr(error, "node", None)  # known when its node could not import
+        return rows
+
+    # -- what the cells need besides the cluster's edgekit ------------------------------------
+    def ship_code(self, sources: list[Any], say: Any) -> None:
+        """The models' own code into the job's runtime environment, before the first task that
+        loads them: joins the cluster again when there is code it does not hold yet."""
+        from edgekit.cluster.connect import rejoin
+
+        wanted = shipping.code_to_ship([s.spec for s in sources if s is not None])
+        new = [path for path in wanted if path not in self.shipped]
+        if not new:
+            return
+        say(f"shipping the models' code to every node (Ray py_modules): {', '.join(new)}")
+        rejoin(self.ray, shipping.runtime_env(self.base_env, [*self.shipped, *new]))
+        self.shipped += new
+
+    def _weights(self, source: Any) -> Any:
+        """The model's state-dict file in the object store (once per phase: the object lives
+        as long as this job), else None."""
+        path = None if source is None else (source.load_options or {}).get("weights")
+        return None if path is None else self.ray.put(Path(path).read_bytes())
+
+    def _failure(self, exc: Exception) -> EdgekitError:
+        """A task's exception as the row's error; a node that cannot import the model's code
+        is told what to install there."""
+        error = _failure(exc)
+        if isinstance(error, shipping.CannotImport):
+            hint = shipping.install_hint(error.missing, self.shipped)
+            return shipping.CannotImport(f"{error}: {hint}", error.node, error.missing)
+        return error
 
     # -- plumbing ----------------------------------------------------------------------------
     def _gather(self, refs: dict, deadline_s: float, say: Any) -> dict:
@@ -211,6 +262,11 @@ class ClusterExecutor:
                 "manifest": artifact.manifest}  # fmt: skip
 
 
+def _model(source: Any) -> dict[str, Any]:
+    """What a task needs to load the source model again (its weights travel apart)."""
+    return {"spec": source.spec, "load_options": source.load_options}
+
+
 def check_versions(nodes: list[dict]) -> None:
     """Every node must run this edgekit (its cells would give other rows)."""
     mine = f"edgekit_version_{__version__}"
@@ -255,23 +311,36 @@ def node_name() -> str:
     return f"{socket.gethostname()}/{ray.get_runtime_context().get_node_id()[:12]}"
 
 
+def load_on_node(model: dict, weights: bytes | None, folder: Path) -> Any:
+    """The source model on this node, its weights file written into ``folder``; a module this
+    node cannot import is said with the node's name."""
+    from edgekit.models import reload_model
+
+    try:
+        return reload_model(shipping.localized(model, weights, folder))
+    except UserInputError as exc:
+        raise shipping.cannot_import(exc, model["spec"], node_name()) or exc from None
+
+
 def export_cell(config: dict, model: dict, data: str, target: str, recipe: str,
-                shared: str | None) -> dict:  # fmt: skip
+                shared: str | None, weights: bytes | None = None) -> dict:  # fmt: skip
     """On a cluster node: one export, returned as bytes (or left in the shared directory)."""
     from edgekit.cells import export_one
     from edgekit.data import load_dataset
-    from edgekit.models import reload_model
 
     started = time.perf_counter()
     settings = RunConfig(**config)
-    source = reload_model(model)
-    dataset = load_dataset(data, source.preprocess)
     with tempfile.TemporaryDirectory(prefix="edgekit-cell-") as tmp:
+        source = load_on_node(model, weights, Path(tmp))
+        dataset = load_dataset(data, source.preprocess)
         artifact, failed = export_one(settings, source, dataset, target, recipe, Path(tmp))
         seconds = time.perf_counter() - started
         if failed is not None:
             return {"failed": failed.to_dict(), "node": node_name(), "seconds": seconds}
-        result = {"name": artifact.path.name, "manifest": artifact.manifest, "node": node_name(),
+        manifest = artifact.manifest
+        if weights is not None:  # the manifest names the file on the driver, as a local run's
+            manifest = shipping.with_source_options(manifest, model["load_options"])
+        result = {"name": artifact.path.name, "manifest": manifest, "node": node_name(),
                   "seconds": seconds}  # fmt: skip
         if shared:
             destination = Path(shared) / artifact.path.name
@@ -283,24 +352,27 @@ def export_cell(config: dict, model: dict, data: str, target: str, recipe: str,
 
 
 def device_cell(config: dict, device: str, files: list[dict], model: dict | None,
-                data: str | None) -> dict:  # fmt: skip
+                data: str | None, weights: bytes | None = None) -> dict:  # fmt: skip
     """On the device's node: the device pool over the shipped artifacts."""
     from edgekit.cells import device_pool
     from edgekit.data import load_dataset
-    from edgekit.models import reload_model
 
     settings = RunConfig(**config)
     with tempfile.TemporaryDirectory(prefix="edgekit-pool-") as tmp:
+        source = load_on_node(model, weights, Path(tmp)) if model else None
         folder = Path(tmp) / "artifacts"
         folder.mkdir()
         artifacts = []
         for item in files:
             path = folder / item["name"]
             path.write_bytes(item["data"] if "data" in item else Path(item["path"]).read_bytes())
+            manifest = item["manifest"]
+            if weights is not None and manifest.get("source", {}).get("spec") == model["spec"]:
+                # the pool's baseline loads the source from the manifest: the weights here
+                manifest = shipping.with_source_options(manifest, source.load_options)
             # the sidecar too: a runtime opened by path reads the manifest beside the file
-            write_json_atomic(manifest_path(path), item["manifest"])
-            artifacts.append(Artifact(path, item["manifest"]))
-        source = reload_model(model) if model else None
+            write_json_atomic(manifest_path(path), manifest)
+            artifacts.append(Artifact(path, manifest))
         dataset = None
         if source is not None:
             dataset = load_dataset(str(data), source.preprocess)

@@ -196,6 +196,7 @@ class AndroidDevice(Device):
     name = "android"
     options = ("serial",)
     summary = "an Android phone or emulator over adb, with each target's official runner"
+    how_to_add = "attach a phone with USB debugging on, or start an emulator (adb devices)"
 
     def traits(self, runtime: dict[str, Any] | None = None) -> DeviceTraits:
         return DeviceTraits(

@@ -34,12 +34,18 @@ class Device:
     name: ClassVar[str] = ""
     options: ClassVar[tuple[str, ...]] = ()  # keyword options get_device accepts
     summary: ClassVar[str] = ""  # one line for --help and doctor
+    how_to_add: ClassVar[str] = ""  # one line: what gives a machine this device
 
     def __init__(self, **options: Any) -> None:
         self.settings = options
 
     def traits(self, runtime: dict[str, Any] | None = None) -> DeviceTraits:
         raise NotImplementedError
+
+    def absent(self) -> str | None:
+        """None when this machine has the device at all, else why not (one line): a run skips
+        an absent device it was not asked for by name, and refuses one it was."""
+        return None
 
     def unavailable_reason(self, artifact: Any) -> str | None:
         """None when this device can run ``artifact`` here, else why not (one line)."""

@@ -106,7 +106,25 @@ class CpuDevice(HostDevice):
 class GpuDevice(HostDevice):
     name = "gpu"
     summary = "the target's GPU delegate (LiteRT over Vulkan) or execution provider (CUDA)"
+    how_to_add = (
+        "install a Vulkan driver (your GPU's, or Mesa 25's software one: apt-get install "
+        "mesa-vulkan-drivers, as scripts/install-vulkan.sh does), then check with edgekit doctor"
+    )
     accelerator = Accelerator.GPU
+
+    def absent(self) -> str | None:
+        from edgekit.machine import cuda_facts
+
+        if cuda_facts().get("available"):
+            return None
+        vulkan = vulkan_facts()
+        if vulkan.get("available"):
+            return None
+        files = vulkan["icd_files"]
+        where = "no Vulkan driver" + (f" ({len(files)} driver file(s) gave none)" if files else "")
+        if vulkan.get("loader_env"):
+            where = f"the Vulkan loader is pointed at {vulkan['loader_env']}, which gives none"
+        return f"no CUDA GPU and no Vulkan device: {where}"
 
     def annotate(self, runtime: dict[str, Any]) -> dict[str, Any]:
         runtime = super().annotate(runtime)

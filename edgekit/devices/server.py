@@ -4,7 +4,7 @@ torch on CUDA (synchronised before every clock read). They answer "what would th
 server instead", so they are labelled server rows and never compete with on-device rows in the
 recommendation (:mod:`edgekit.report.recommend`).
 
-Needs ``pip install 'edgekit[cuda]'`` (onnxruntime-gpu) and a CUDA build of torch on the node;
+Needs ``pip install 'edgekit-bench[cuda]'`` (onnxruntime-gpu) and a CUDA build of torch on the node;
 ``benchmarks/gpu_check.sh`` measures both on a machine with an NVIDIA GPU."""
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ class ServerDevice(HostDevice):
         if PROVIDERS[self.provider] not in available:
             return (
                 f"onnxruntime here has no {PROVIDERS[self.provider]} (providers: "
-                f"{', '.join(available) or 'none'}): pip install 'edgekit[cuda]' on a CUDA machine"
+                f"{', '.join(available) or 'none'}): pip install 'edgekit-bench[cuda]' on a CUDA "
+                "machine"
             )
         if not cuda_facts().get("available"):
             return "no CUDA GPU here (torch.cuda.is_available() is False)"
@@ -64,12 +65,14 @@ class ServerDevice(HostDevice):
 @register
 class CudaServer(ServerDevice):
     name = "server-cuda"
-    summary = "a CUDA GPU server: onnxruntime's CUDA execution provider (.onnx; edgekit[cuda])"
+    summary = "a CUDA GPU server: onnxruntime's CUDA execution provider (.onnx; the cuda extra)"
+    how_to_add = "run on a CUDA machine with edgekit's cuda extra installed"
     provider = "cuda"
 
 
 @register
 class TensorrtServer(ServerDevice):
     name = "server-tensorrt"
-    summary = "a CUDA GPU server: onnxruntime's TensorRT execution provider (.onnx; edgekit[cuda])"
+    summary = "a CUDA GPU server: onnxruntime's TensorRT execution provider (.onnx; the cuda extra)"
+    how_to_add = "run on a CUDA machine with TensorRT and edgekit's cuda extra installed"
     provider = "tensorrt"

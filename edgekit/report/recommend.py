@@ -84,6 +84,7 @@ class Recommendation:
     budget: float
     reasons: list[tuple[str, str]] = field(default_factory=list)  # (row label, why it lost)
     tie_break: str | None = None  # set when the winner tied with faster-looking rows
+    disturbed: list[str] = field(default_factory=list)  # competing rows others' CPU disturbed
 
     @property
     def summary(self) -> str:
@@ -94,17 +95,36 @@ class Recommendation:
         ):
             return "nothing to recommend: no baseline in this run to measure a drop against"
         if self.best is None:
-            return f"no artifact stays within a {self.budget:g}-point drop budget"
+            return f"nothing to recommend: {_tally(self.reasons)}"
         best = self.best
         speed = ""
         if best.speedup:
             low, high = best.speedup_ci or (best.speedup, best.speedup)
             speed = f", {best.speedup:.2f}x [{low:.2f}, {high:.2f}] the baseline"
         tie = f"; {self.tie_break}" if self.tie_break else ""
+        warning = ""
+        if self.disturbed:
+            warning = (
+                f"; WARNING: other processes disturbed the timing of {len(self.disturbed)} "
+                "competing row(s): ranked on their paired per-round ratios, absolute ms "
+                "unreliable"
+            )
         return (
             f"{best.label}: p50 {best.p50:.3f} ms{speed}, drop {best.drop:+.2f} points (95% "
-            f"upper bound {best.drop_high:+.2f} <= {self.budget:g}){tie}"
+            f"upper bound {best.drop_high:+.2f} <= {self.budget:g}){tie}{warning}"
         )
+
+
+def _tally(reasons: list[tuple[str, str]]) -> str:
+    """Why every row lost, counted by kind of reason (the drop budget only where it was)."""
+    counts: dict[str, int] = {}
+    for _, why in reasons:
+        kind = why.split(":")[0] if ":" in why else why
+        kind = "drop over the budget" if " > budget " in why else kind
+        counts[kind] = counts.get(kind, 0) + 1
+    if not counts:
+        return "no artifact row was measured"
+    return "; ".join(f"{count} row(s) {kind}" for kind, count in counts.items())
 
 
 def _why_not(row: Row, max_drop: float, point_estimate: bool) -> str | None:
@@ -120,8 +140,6 @@ def _why_not(row: Row, max_drop: float, point_estimate: bool) -> str | None:
         return f"{row.traits.get('note') or 'its latency is not comparable'}"
     if row.traits.get("where") == "server":
         return "a server row: compared with the baseline, never with on-device rows"
-    if row.disturbed:
-        return "latency disturbed by other processes"
     bound = row.drop if point_estimate else row.drop_high
     if bound > max_drop:
         what = "drop" if point_estimate else "drop upper bound"
@@ -150,6 +168,8 @@ def recommend(
     device = eligible[0].device
     others = [row for row in eligible if row.device != device]
     pool = [row for row in eligible if row.device == device]
+    # disturbed rows still compete: their ratios are paired per round, both sides saw the
+    # same machine; the fastest by p50 is where ties start (ratios decide beyond it)
     fastest = min(pool, key=lambda row: row.p50)
     ties = [row for row in pool if row is fastest or tied(row, fastest)]
     best = min(ties, key=lambda row: (row.drop, row.size_bytes or 0, row.p50))
@@ -174,7 +194,8 @@ def recommend(
             )
     for row in others:
         reasons.append((row.label, f"other device ({row.device}): see its own rows"))
-    return Recommendation(best, max_drop, reasons, tie_break)
+    disturbed = [row.label for row in pool if row.disturbed]
+    return Recommendation(best, max_drop, reasons, tie_break, disturbed)
 
 
 def recommend_each(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from edgekit.machine import describe
+from edgekit.peak import peak_source, peaks_text, percent
 from edgekit.results import Results, Row, precision_label
 
 COLUMNS = (
@@ -52,10 +53,13 @@ def unavailable(results: Results) -> list[str]:
         reason = reason.split(marker, 1)[1] if marker in reason else reason
         recipes, _ = grouped.setdefault((row.target, str(row.device)), ([], reason))
         recipes.append(row.recipe)
-    return [
+    lines = [
         f"{target} on {device} ({', '.join(dict.fromkeys(recipes))}): {reason}"
         for (target, device), (recipes, reason) in grouped.items()
     ]
+    for device, absent in results.run.get("absent_devices", {}).items():
+        lines.append(f"device {device}: to add it, {absent['how_to_add']}")
+    return lines
 
 
 def accuracy_aware_lines(results: Results) -> list[str]:
@@ -130,12 +134,7 @@ def table_rows(results: Results) -> list[list[str]]:
         if row.speedup is not None and row.latency_comparable:
             low, high = row.speedup_ci or (row.speedup, row.speedup)
             speedup = f"{row.speedup:.2f}x [{low:.2f}, {high:.2f}]"
-        gflops = ""
-        if row.gflops is not None:
-            share = row.peak_fraction
-            gflops = f"{row.gflops:.1f}" + (
-                f" ({100 * share:.0f} % of {row.peak_kind})" if share is not None else ""
-            )
+        gflops = "" if row.gflops is None else f"{row.gflops:.1f}" + _share(row, results.run)
         int8 = coverage.get("int8_fraction")
         rows.append(
             [
@@ -160,11 +159,16 @@ def table_rows(results: Results) -> list[list[str]]:
     return rows
 
 
+def _share(row: Row, run: dict[str, Any]) -> str:
+    """`` (87 % of fp32)``; the row that raised the peak says so."""
+    if row.peak_fraction is None:
+        return ""
+    source = peak_source(run.get("peak_kernels"), row.threads, str(row.peak_kind))
+    raised = ", raised the peak" * (source.get("raised_by") == row.key)
+    return f" ({percent(row.peak_fraction)} of {row.peak_kind}{raised})"
+
+
 def machine_line(run: dict[str, Any]) -> str:
-    peaks = ", ".join(
-        f"{threads} thr: fp32 {p.get('fp32_gflops', 0):.0f} GFLOP/s, "
-        f"int8 {p.get('int8_gops', 0):.0f} GOP/s"
-        for threads, p in run.get("peaks", {}).items()
-    )
+    peaks = peaks_text(run.get("peaks", {}), run.get("peak_kernels"))
     machine = run.get("machine") or {}
-    return f"{describe(machine)} (fingerprint {machine.get('id', '?')}); matmul peaks: {peaks}"
+    return f"{describe(machine)} (fingerprint {machine.get('id', '?')}); matmul peaks{peaks}"

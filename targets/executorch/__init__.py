@@ -38,6 +38,7 @@ class ExecuTorchTarget(Target):
     export_modules = ("executorch.exir",)
     run_modules = ("executorch.runtime",)
     session_module = "edgekit.targets.executorch.session"
+    peak_module = "edgekit.targets.executorch.peak"
     guest_modules = ("executorch_numpy_runtime",)
 
     def export(self, request: ExportRequest) -> ExportInfo:

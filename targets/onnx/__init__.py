@@ -41,6 +41,7 @@ class OnnxTarget(Target):
     export_modules = ("onnxscript", "onnxruntime.quantization")
     run_modules = ("onnxruntime",)
     session_module = "edgekit.targets.onnx.session"
+    peak_module = "edgekit.targets.onnx.peak"
     guest_modules = ("onnxruntime",)
     session_options = ("provider",)  # cuda or tensorrt: the server device's rows
 

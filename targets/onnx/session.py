@@ -47,7 +47,7 @@ def providers(accelerator: Accelerator, provider: str | None = None) -> list[str
         if wanted not in available:
             raise DeviceUnavailable(
                 f"onnx: {wanted} is not available here: onnxruntime has providers {available} "
-                "(pip install 'edgekit[cuda]' on a CUDA machine)"
+                "(pip install 'edgekit-bench[cuda]' on a CUDA machine)"
             )
         return [wanted, CPU_PROVIDER]
     for provider in GPU_PROVIDERS:

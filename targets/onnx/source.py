@@ -40,6 +40,9 @@ from edgekit.errors import UnsupportedExport, UserInputError, first_line
 from edgekit.source import SourceModel
 
 MIN_OPSET = 13  # per-channel QDQ (quantize_static) needs opset 13
+# `make install` puts onnx2torch here, outside site-packages (the Makefile says why: its
+# torchvision does not run beside the CPU torch build); one installed as usual comes first
+ONNX2TORCH_FOLDER = Path(sys.prefix) / "onnx2torch"
 # onnx2torch 1.5.15 converts ReduceMean/Split/... in their opset <= 17 forms only (opset 18 moved
 # their axes to an input); torch.onnx writes opset 18+, so its graphs are converted down first
 ONNX2TORCH_MAX_OPSET = 17
@@ -127,6 +130,16 @@ def _dynamic_batch(model: Any) -> bool:
     return bool(dims) and not dims[0].HasField("dim_value")
 
 
+def _onnx2torch_importable() -> bool:
+    if (
+        importlib.util.find_spec("onnx2torch") is None
+        and (ONNX2TORCH_FOLDER / "onnx2torch").is_dir()
+    ):
+        sys.path.append(str(ONNX2TORCH_FOLDER))  # its dist-info too: metadata.version finds it
+        importlib.invalidate_caches()
+    return importlib.util.find_spec("onnx2torch") is not None
+
+
 @contextlib.contextmanager
 def _torchvision_stand_in() -> Iterator[None]:
     """onnx2torch imports torchvision for NMS and RoiAlign only; where none imports, a stand-in
@@ -191,10 +204,10 @@ def as_torch(source: SourceModel, target: str) -> SourceModel:
         return cached
     import onnx
 
-    if importlib.util.find_spec("onnx2torch") is None:
+    if not _onnx2torch_importable():
         raise UnsupportedExport(
             f"{target}: an ONNX source reaches {target} through onnx2torch, which is not "
-            "installed (pip install --no-deps onnx2torch==1.5.15; `make` does)"
+            "installed (pip install 'edgekit-bench[onnx-source]'; `make install` has it)"
         )
     graph, down = _for_onnx2torch(onnx.load_from_string(folded(source.module.model_bytes)))
     try:

@@ -69,6 +69,7 @@ class TFLiteTarget(Target):
     export_modules = ("litert_torch", "ai_edge_quantizer")
     run_modules = ("ai_edge_litert.interpreter",)
     session_module = "edgekit.targets.tflite.session"
+    peak_module = "edgekit.targets.tflite.peak"
     guest_modules = ("ai_edge_litert",)
 
     def unsupported_reason(

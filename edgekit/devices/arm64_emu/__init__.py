@@ -62,6 +62,7 @@ class Arm64EmuDevice(Device):
     name = "arm64-emu"
     options = ("cpu", "xnnpack")
     summary = "aarch64 runtimes under QEMU user mode: ARM numerics, not a phone's speed"
+    how_to_add = "edgekit device setup arm64-emu"
 
     def traits(self, runtime: dict[str, Any] | None = None) -> DeviceTraits:
         return DeviceTraits(latency_comparable=False, compare_to_host=True, note=LATENCY_LABEL)

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# edgekit as a user installs it: the sdist and the wheel (`python -m build`), the wheel installed
+# non-editable into a fresh venv with the lock as constraints, and from there, away from the
+# checkout (so `import edgekit` can only be the wheel's): pip check, every command's --help,
+# `import edgekit.cluster`, and an export plus bench of the default model with an empty edgekit
+# cache (the weights must come from the wheel). pip's own cache is the one `make install` filled,
+# so nothing is downloaded again. A few minutes; .ci/run runs it after `make install`.
+#
+#   bash scripts/wheel-smoke.sh            # VENV (the one with `build`), PYTHON as for make
+set -euo pipefail
+cd "$(dirname "$0")/.."
+checkout=$PWD
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+step() { printf 'wheel-smoke: %s (%ds)\n' "$1" "$SECONDS"; }
+
+step "python -m build"
+# from a copy of what a fresh clone holds for it, without the checkout's *.egg-info: setuptools
+# would take a stale SOURCES.txt there for the sdist's file list
+"$VENV/bin/python" - "$work/source" <<'EOF'
+import shutil
+import sys
+import tomllib
+from pathlib import Path
+
+source = Path(sys.argv[1])
+source.mkdir()
+for name in ("pyproject.toml", "setup.py", "README.md"):
+    shutil.copy2(name, source / name)
+mapping = tomllib.loads(Path("pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+for folder in set(mapping.values()):
+    shutil.copytree(folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
+EOF
+"$VENV/bin/python" -m build --outdir "$work/dist" "$work/source" >"$work/build.log" 2>&1 ||
+  { tail -40 "$work/build.log"; exit 1; }
+wheels=("$work"/dist/edgekit_bench-*.whl)
+step "install ${wheels[0]##*/}[cpu] into a fresh venv"
+"$PYTHON" -m venv "$work/venv"
+bin=$work/venv/bin
+"$bin/pip" install --quiet --upgrade pip==26.3
+"$bin/pip" install --quiet -c requirements.lock "${wheels[0]}[cpu]"
+
+cd "$work"
+export EDGEKIT_CACHE=$work/cache
+"$bin/python" -m edgekit.pipcheck
+"$bin/python" - "$checkout" <<'EOF'
+import sys
+from pathlib import Path
+
+import edgekit
+import edgekit.cluster  # noqa: F401  (once missing from the wheel)
+
+where = Path(edgekit.__file__).resolve()
+assert Path(sys.prefix) in where.parents, f"edgekit imported from {where}, not the wheel"
+assert Path(sys.argv[1]) not in where.parents, f"edgekit imported from the checkout: {where}"
+print(f"wheel-smoke: edgekit {edgekit.__version__} from {where.parent}")
+EOF
+
+step "every command's --help"
+# the command paths from the app itself, so a new command is never left out
+"$bin/python" >"$work/commands" <<'EOF'
+import typer
+
+from edgekit.cli import app
+
+
+def walk(command, path):
+    yield path
+    for name, sub in sorted(getattr(command, "commands", {}).items()):
+        yield from walk(sub, [*path, name])
+
+
+for path in walk(typer.main.get_command(app), []):
+    print(" ".join(path))
+EOF
+count=0
+while read -r -a command; do
+  "$bin/edgekit" "${command[@]}" --help >"$work/help.txt" ||
+    { echo "wheel-smoke: 'edgekit ${command[*]} --help' failed"; cat "$work/help.txt"; exit 1; }
+  grep -q "Usage: edgekit" "$work/help.txt" ||
+    { echo "wheel-smoke: 'edgekit ${command[*]} --help' printed no usage"; exit 1; }
+  count=$((count + 1))
+done <"$work/commands"
+echo "wheel-smoke: $count commands answered --help"
+
+step "export and bench of the default model (onnx, fp32)"
+"$bin/edgekit" export --target onnx --recipe fp32 --output "$work/artifacts"
+"$bin/edgekit" bench "$work"/artifacts/*.onnx --rounds 2 --min-runs 5 --min-seconds 0.05 \
+  --no-noise-guard
+step "passed"
