@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from common import HERE
+from latency import tool_verdict
 
 from edgekit.fileio import write_bytes_atomic
 from edgekit.machine import describe, fingerprint
@@ -157,7 +158,8 @@ def block_latency() -> list[str]:
         if row["threads"] == 1:
             low, high = row["ratio_ci"]
             lines.append(f"- edgekit / LiteRT's tool, {row['model']} {row['label']}: "
-                         f"{row['ratio']:.3f} [{low:.3f}, {high:.3f}]")  # fmt: skip
+                         f"{row['ratio']:.3f} [{low:.3f}, {high:.3f}]; within 3 %: "
+                         f"{tool_verdict(low, high)}")  # fmt: skip
     return lines
 
 
@@ -301,7 +303,7 @@ BLOCKS = {
     "aware": block_aware,
     "latency": lambda work: block_latency(),
     "gates": lambda work: block_file("GATES.md"),
-    "reproduce": lambda work: block_file("REPRODUCIBILITY.md"),
+    "reproduce": lambda work: block_file("REPRODUCIBILITY.md", summary="- **over "),
     "before-after": lambda work: block_file("BEFORE_AFTER.md", summary="Slower after"),
     "report": block_report,
     "foreign": block_foreign,

@@ -21,7 +21,10 @@ from pathlib import Path
 
 from common import HERE, artifacts, header, machine, write_json
 
+from edgekit.interference import wait_for_quiet
+
 KINDS = {"over_eager": "over torch eager", "over_fp32": "over its fp32"}
+QUIET = 0.15  # cores other processes may use when a run starts
 
 
 def spread(values: list[float]) -> float:
@@ -50,6 +53,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--gap", type=float, default=900.0, help="seconds between runs")
     parser.add_argument("--model", default="mobilenet_v2")
+    parser.add_argument("--max-wait", type=float, default=3600.0,
+                        help="seconds to wait for a quiet machine before each run")  # fmt: skip
     args = parser.parse_args()
     artifacts(args.model, print)  # export once, so every run times the same files
     runs = []
@@ -58,6 +63,11 @@ def main() -> None:
             if index:
                 print(f"waiting {args.gap:.0f} s before run {index + 1}", flush=True)
                 time.sleep(args.gap)
+            # each run starts on a quiet machine (what ran in the gap has ended)
+            reading = wait_for_quiet(QUIET, window_s=5.0, max_wait_s=args.max_wait)
+            if reading is not None and reading.foreign >= QUIET:
+                raise SystemExit(f"the machine stayed busy ({reading.foreign:.2f} cores) for "
+                                 f"{args.max_wait:.0f} s before run {index + 1}")  # fmt: skip
             runs.append(_one_run(args.model, Path(tmp) / f"run{index}.json"))
     rows: dict[str, dict[str, list]] = {}
     for run in runs:

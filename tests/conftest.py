@@ -11,6 +11,41 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
+# What a test needs from the machine, by marker; EDGEKIT_TEST_REQUIRE (``.ci/run`` sets it) names
+# the ones this machine must have: a test of such a marker that skips fails instead, with the
+# skip's reason, so a missing driver or a refused namespace cannot turn a regression green.
+CAPABILITIES = ("gpu", "arm64", "cluster", "needs_root")
+REQUIRE_ENV = "EDGEKIT_TEST_REQUIRE"
+
+
+def required_capabilities() -> set[str]:
+    named = {part.strip() for part in os.environ.get(REQUIRE_ENV, "").split(",") if part.strip()}
+    unknown = sorted(named - set(CAPABILITIES))
+    if unknown:
+        raise pytest.UsageError(
+            f"{REQUIRE_ENV}={os.environ[REQUIRE_ENV]}: unknown capability "
+            f"{', '.join(unknown)} (choose from {', '.join(CAPABILITIES)})"
+        )
+    return named
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.edgekit_required = required_capabilities()  # an unknown name stops the run at once
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    needed = {mark.name for mark in item.iter_markers()} & item.config.edgekit_required
+    if report.skipped and needed and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{REQUIRE_ENV} requires {', '.join(sorted(needed))}, and this test skipped: {reason}"
+        )
+
+
 @pytest.fixture(scope="session")
 def weights_cache() -> str:
     """edgekit's cache as the session started (pytester later gives inner runs a fresh HOME)."""

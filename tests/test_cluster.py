@@ -59,6 +59,7 @@ def _node_names(scenario: dict) -> set[str]:
     return {f"{socket.gethostname()}/{_short(node['id'])}" for node in scenario["status"]}
 
 
+@pytest.mark.cluster
 def test_each_node_advertises_its_devices(scenario):
     nodes = scenario["status"]
     assert len(nodes) == 2
@@ -70,6 +71,7 @@ def test_each_node_advertises_its_devices(scenario):
         assert node["edgekit"]["edgekit_bench_slot"] == 1
 
 
+@pytest.mark.cluster
 def test_android_rows_run_on_the_node_with_the_phone(scenario):
     run = scenario["cluster_run"]
     assert run["code"] == 0, run["err"]
@@ -80,6 +82,7 @@ def test_android_rows_run_on_the_node_with_the_phone(scenario):
         assert on_phone == (row["device"] == "android"), row["node"]
 
 
+@pytest.mark.cluster
 def test_the_cluster_run_has_the_rows_a_local_run_has(scenario):
     def content(row: dict) -> tuple:
         return (row["model"], row["target"], row["recipe"], row["device"], row["threads"],
@@ -90,6 +93,7 @@ def test_the_cluster_run_has_the_rows_a_local_run_has(scenario):
     assert cluster == local
 
 
+@pytest.mark.cluster
 def test_a_model_only_the_driver_can_import_runs_on_every_node(scenario):
     run = scenario["cluster_run"]
     assert run["code"] == 0, run["err"]
@@ -103,6 +107,7 @@ def test_a_model_only_the_driver_can_import_runs_on_every_node(scenario):
     assert android["node"].endswith(_short(phone["id"]))
 
 
+@pytest.mark.cluster
 def test_a_node_that_cannot_import_a_model_says_which_node_and_what_to_copy(scenario):
     result = scenario["cannot_import"]
     assert result["code"] == 1, result["err"]
@@ -117,6 +122,7 @@ def test_a_node_that_cannot_import_a_model_says_which_node_and_what_to_copy(scen
     assert len(_edgekit_lines(result["err"])) == 1
 
 
+@pytest.mark.cluster
 def test_benchmarks_never_overlap_on_a_node(scenario):
     # one pool per model on each node, timed one after the other
     windows: dict[str, set[tuple[str, str]]] = {}
@@ -129,6 +135,7 @@ def test_benchmarks_never_overlap_on_a_node(scenario):
             assert end <= start
 
 
+@pytest.mark.cluster
 def test_a_killed_node_takes_only_its_rows_down(scenario):
     killed = scenario["killed_run"]
     assert killed["code"] == 1 and "rows" in killed, killed["err"]
@@ -139,12 +146,14 @@ def test_a_killed_node_takes_only_its_rows_down(scenario):
     assert len(_edgekit_lines(killed["err"])) == 1
 
 
+@pytest.mark.cluster
 def test_ctrl_c_cancels_the_run_and_leaves_no_run_directory(scenario):
     interrupted = scenario["interrupted"]
     assert interrupted["code"] == 130, interrupted["err"]
     assert interrupted["left"] == []
 
 
+@pytest.mark.cluster
 def test_resume_runs_only_what_is_missing(scenario):
     resumed, killed = scenario["resumed"], scenario["killed_run"]
     assert resumed["code"] == 0, resumed["err"]
@@ -165,6 +174,7 @@ def test_resume_runs_only_what_is_missing(scenario):
         ("other_version", "runs edgekit 0.0.1"),
     ],
 )
+@pytest.mark.cluster
 def test_bad_cluster_input_is_one_line_and_exit_2(scenario, case, says):
     result = scenario[case]
     assert result["code"] == 2, result["err"]
@@ -173,6 +183,7 @@ def test_bad_cluster_input_is_one_line_and_exit_2(scenario, case, says):
     assert "Traceback" not in result["err"]
 
 
+@pytest.mark.cluster
 def test_stop_leaves_no_process_edgekit_started(scenario):
     assert scenario["stop"]["code"] == 0
     assert scenario["stop"]["pids"]

@@ -127,6 +127,7 @@ def _unmount(where: Path) -> None:
     subprocess.run(["umount", str(where)], capture_output=True)
 
 
+@pytest.mark.needs_root
 @pytest.mark.parametrize(
     ("options", "message"),
     [

@@ -316,3 +316,19 @@ def test_a_missing_device_is_unavailable_and_a_broken_one_failed():
     broke = _failed("onnx", "fp32", "cpu", 1, EdgekitError("the runtime crashed (SIGSEGV)"))
     assert (lacks.status, broke.status) == ("unavailable", "failed")
     assert broke.error == "the runtime crashed (SIGSEGV)"
+
+
+def test_each_quantized_row_shows_its_ratio_to_the_same_targets_fp32():
+    from edgekit.report.tables import COLUMNS, table_rows
+
+    fp32, int8, other = _pool(
+        _row("tflite", "fp32", [0.60, 0.61, 0.59, 0.60, 0.60], 0.0, 0.3),
+        _row("tflite", "int8", [0.30, 0.31, 0.29, 0.30, 0.30], 0.1, 0.5),
+        _row("onnx", "int8", [0.20, 0.20, 0.21, 0.19, 0.20], 0.1, 0.5),
+    )
+    results = Results({"id": "x", "peaks": {}}, [fp32, int8, other])
+    column = COLUMNS.index("vs its fp32 [95% CI]")
+    cells = {(r[0], r[1]): r[column] for r in table_rows(results)}
+    assert cells[("tflite", "int8")].startswith("2.00x [")
+    assert cells[("tflite", "fp32")] == ""  # itself
+    assert cells[("onnx", "int8")] == ""  # no onnx/fp32 in this pool: nothing to divide by

@@ -89,6 +89,14 @@ def main() -> None:
         err_console.print(f"edgekit: error: {exc.format_message()} (see '{path} --help')",
                           markup=False, highlight=False, soft_wrap=True)  # fmt: skip
         _finish(exc.exit_code)
+    except BrokenPipeError:  # `edgekit ... | head` closed the pipe: what was read is enough
+        _quiet_closed_stdout()
+        _finish(0)
+    except SystemExit as exc:  # rich's answer to a closed pipe is exit 1, with no word
+        if isinstance(exc.__context__, BrokenPipeError):
+            _quiet_closed_stdout()
+            _finish(0)
+        raise
     except OSError as exc:  # a full disk, a read-only folder: the system's words and the file
         if debug:
             _mark_finished()
@@ -116,4 +124,14 @@ def main() -> None:
                           "(a bug in edgekit; rerun with --debug for the traceback)",
                           markup=False, highlight=False, soft_wrap=True)  # fmt: skip
         _finish(1)
+    try:
+        sys.stdout.flush()  # here, not at exit, where a closed pipe would go unexplained
+    except BrokenPipeError:
+        _quiet_closed_stdout()
     _finish(code if isinstance(code, int) else 0)
+
+
+def _quiet_closed_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush has nowhere to fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

@@ -51,10 +51,15 @@ def zoo_train(
     from edgekit.weights import WeightsCard, write_shipped
     from edgekit.zoo import ZOO
 
-    entry = ZOO.get(name)
-    if entry is None or entry.trained_on is None:
+    entry = ZOO.get(name.removeprefix("zoo:"))
+    if entry is None:
+        raise UserInputError(f"{name}: no such zoo model (have: {', '.join(ZOO)})")
+    if entry.trained_on is None:
         trained = [e.name for e in ZOO.values() if e.trained_on]
-        raise UserInputError(f"{name}: not a trained zoo model (have: {', '.join(trained)})")
+        raise UserInputError(
+            f"{name}: random weights, nothing to train (trained: {', '.join(trained)})"
+        )
+    name = entry.name
     recipe = DEFAULT_RECIPE if epochs is None else replace(DEFAULT_RECIPE, epochs=epochs)
     if recipe.epochs < 1:
         raise UserInputError(f"--epochs {epochs}: train for at least one epoch")

@@ -17,6 +17,7 @@ COLUMNS = (
     "p50 ms",
     "p90 ms",
     "speed-up [95% CI]",
+    "vs its fp32 [95% CI]",
     "top-1",
     "drop [95% CI]",
     "agree",
@@ -119,6 +120,23 @@ def _notes(row: Row) -> list[str]:
     return notes
 
 
+def versus_fp32(row: Row, rows: list[Row]) -> tuple[float, tuple[float, float]] | None:
+    """The same target's fp32 latency over this row's, interleaved in the same rounds: the
+    ratio that holds from run to run where a speed-up over the baseline may not (another
+    framework drifts on its own; benchmarks/REPRODUCIBILITY.md)."""
+    from edgekit.report.recommend import latency_ratio
+
+    if row.kind != "artifact" or row.recipe == "fp32" or not row.latency_comparable:
+        return None
+    for other in rows:
+        if (other.kind == "artifact" and other.target == row.target and other.recipe == "fp32"
+                and not other.keep_float and other.model == row.model and other.ok):  # fmt: skip
+            found = latency_ratio(other, row)
+            if found is not None:
+                return found
+    return None
+
+
 def table_rows(results: Results) -> list[list[str]]:
     rows = []
     for row in results.rows:
@@ -134,6 +152,8 @@ def table_rows(results: Results) -> list[list[str]]:
         if row.speedup is not None and row.latency_comparable:
             low, high = row.speedup_ci or (row.speedup, row.speedup)
             speedup = f"{row.speedup:.2f}x [{low:.2f}, {high:.2f}]"
+        fp32 = versus_fp32(row, results.rows)
+        over_fp32 = "" if fp32 is None else f"{fp32[0]:.2f}x [{fp32[1][0]:.2f}, {fp32[1][1]:.2f}]"
         gflops = "" if row.gflops is None else f"{row.gflops:.1f}" + _share(row, results.run)
         int8 = coverage.get("int8_fraction")
         rows.append(
@@ -146,6 +166,7 @@ def table_rows(results: Results) -> list[list[str]]:
                 _fmt(row.p50, "{:.3f}"),
                 _fmt(row.latency.get("p90_ms"), "{:.3f}"),
                 speedup,
+                over_fp32,
                 _fmt(accuracy.get("top1") and 100 * accuracy["top1"], "{:.2f} %"),
                 drop,
                 _fmt(accuracy.get("agreement"), "{:.4f}"),

@@ -17,7 +17,7 @@ from edgekit.targets.onnx.session import create_session, providers, session_opti
 from edgekit.targets.session import Accelerator
 
 # Kernels that run on the CPU EP but are known to be slower than the fp32 they replace.
-SLOW_KERNELS = {"ConvInteger": "dynamic int8 convolution, ~7.6x slower than fp32 on x86"}
+SLOW_KERNELS = {"ConvInteger": "dynamic int8 convolution, a slow path on x86 (slower than fp32)"}
 
 # Compute ops of the graph onnxruntime runs (after fusion): convolutions, matmuls, residual adds.
 CONV_OPS = {"Conv", "FusedConv", "ConvTranspose", "NhwcFusedConv"}

@@ -5,7 +5,8 @@ ORT 1.32, see shared/probe/perf):
   are **uint8** and weights int8 (U8S8): on x86 S8S8 is 1.7x slower in QDQ form and 10x slower in
   QOperator form. ORT fuses DQ->Conv->Q into QLinearConv on the CPU EP.
 - ``int8-dynamic``: ``quantize_dynamic`` restricted to :data:`DYNAMIC_OP_TYPES` (MatMul/Gemm):
-  ORT's dynamic int8 convolutions (ConvInteger) are ~7.6x slower than fp32 on x86.
+  ORT's dynamic int8 convolutions (ConvInteger) take a slow path on x86 (several times
+  slower than fp32 in shared/probe/perf on one machine; measure yours with edgekit bench).
 - ``fp16``: ``convert_float_to_float16(keep_io_types=True)``, so the I/O stays float32. The CPU
   EP has no fp16 convolutions on x86: it casts back to float32.
 """
@@ -24,16 +25,17 @@ from edgekit.targets.onnx.convert import one_line
 from edgekit.targets.onnx.names import node_modules, restore_scopes
 
 # Op types int8-dynamic quantizes. None quantizes every type ORT can (convolutions included),
-# which makes ConvInteger nodes that run ~7.6x slower than fp32 on x86; set it to None only to
+# which makes ConvInteger nodes that run off the fast path on x86; set it to None only to
 # study that trade-off (coverage then lists ConvInteger under fallback_ops).
 DYNAMIC_OP_TYPES: tuple[str, ...] | None = ("MatMul", "Gemm")
 DYNAMIC_WARNING = (
-    "int8-dynamic on onnx quantizes MatMul/Gemm only; dynamic int8 convolutions are ~7.6x slower "
-    "than fp32 in onnxruntime on x86"
+    "int8-dynamic on onnx quantizes MatMul/Gemm only; dynamic int8 convolutions (ConvInteger) "
+    "take a slow path in onnxruntime on x86, slower than its fp32 convolutions"
 )
 DYNAMIC_CONV_WARNING = (
     "int8-dynamic on onnx quantizes convolutions (DYNAMIC_OP_TYPES includes Conv or is None): "
-    "dynamic int8 convolutions (ConvInteger) are ~7.6x slower than fp32 in onnxruntime on x86"
+    "dynamic int8 convolutions (ConvInteger) take a slow path in onnxruntime on x86, slower than "
+    "its fp32 convolutions (edgekit bench shows by how much on this machine)"
 )
 FP16_WARNING = (
     "fp16 on onnx halves the file, but onnxruntime's CPU EP has no fp16 convolutions on x86: it "

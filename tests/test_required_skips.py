@@ -1,0 +1,59 @@
+"""EDGEKIT_TEST_REQUIRE: in CI a test that skips for a capability the machine must have fails,
+with the skip's reason; elsewhere it skips as before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+CONFTEST = (Path(__file__).parent / "conftest.py").read_text()
+NEEDS_A_GPU = """
+import pytest
+
+@pytest.mark.gpu
+def test_on_the_gpu():
+    pytest.skip("no Vulkan driver here")
+
+@pytest.mark.arm64
+@pytest.mark.skipif(True, reason="arm64-emu is not set up")
+def test_on_arm():
+    pass
+
+def test_plain():
+    pytest.skip("not a capability")
+"""
+
+
+def _run(pytester: pytest.Pytester, monkeypatch, require: str | None):
+    if require is None:
+        monkeypatch.delenv("EDGEKIT_TEST_REQUIRE", raising=False)
+    else:
+        monkeypatch.setenv("EDGEKIT_TEST_REQUIRE", require)
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini("[pytest]\nmarkers =\n    gpu: x\n    arm64: x\n")
+    pytester.makepyfile(test_needs=NEEDS_A_GPU)
+    return pytester.runpytest_inprocess("-rA")
+
+
+def test_without_the_setting_a_missing_capability_skips_with_its_reason(pytester, monkeypatch):
+    result = _run(pytester, monkeypatch, None)
+    result.assert_outcomes(skipped=3)
+
+
+def test_a_required_capability_that_skips_fails_with_the_reason(pytester, monkeypatch):
+    result = _run(pytester, monkeypatch, "gpu,arm64")
+    # a skip in a fixture or a skipif fails as a setup error; a skip of no capability stays one
+    result.assert_outcomes(failed=1, errors=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*EDGEKIT_TEST_REQUIRE requires arm64, and this test skipped: *not set up*",
+            "*EDGEKIT_TEST_REQUIRE requires gpu, and this test skipped: *no Vulkan driver here*",
+        ]
+    )
+
+
+def test_an_unknown_capability_is_an_error_not_ignored(pytester, monkeypatch):
+    result = _run(pytester, monkeypatch, "gpu,tpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*EDGEKIT_TEST_REQUIRE=gpu,tpu: unknown capability tpu*"])
