@@ -10,6 +10,9 @@ import pytest
 warnings.filterwarnings("ignore", category=FutureWarning)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+# torch's log handlers keep the sys.stderr of the moment torch is first imported: imported
+# inside a test's capsys, they would write to that test's closed stream in every later test
+import torch  # noqa: E402, F401
 
 # What a test needs from the machine, by marker; EDGEKIT_TEST_REQUIRE (``.ci/run`` sets it) names
 # the ones this machine must have: a test of such a marker that skips fails instead, with the
