@@ -101,9 +101,10 @@ def _intro(results: Results) -> list[str]:
         "when that interval excludes 1. Drop is baseline top-1 minus artifact top-1, with a "
         "paired bootstrap 95% interval.",
         "between runs: an interval covers this run's rounds and sessions, not how the machine "
-        "drifts over the next half hour. A speed-up over the baseline (another framework) can "
-        'move between runs by more than its interval; a ratio between two artifacts ("vs its '
-        'fp32") moves least. benchmarks/reproduce.py measures which hold on a machine.',
+        "drifts over the next half hour. On a shared VM, runs 15 minutes apart moved ratios "
+        "beyond their intervals (benchmarks/REPRODUCIBILITY.md, an Intel Xeon VM: speed-ups "
+        "over torch eager by up to 8 %, ratios between artifacts by up to 5 %): read a "
+        "difference smaller than that as a tie. benchmarks/reproduce.py measures your machine.",
     ]
     notes = sorted(
         {str(r.traits.get("note")) for r in results.rows if r.traits and not r.latency_comparable}
