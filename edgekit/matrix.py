@@ -27,6 +27,7 @@ from edgekit.peak import MachinePeaks, arithmetic_of, shares_of
 from edgekit.report import build_report
 from edgekit.report.history import record_run
 from edgekit.report.recommend import Recommendation, recommend_each
+from edgekit.report.tables import device_reason
 from edgekit.results import RESULTS_SCHEMA_VERSION, Results, Row
 from edgekit.run_config import RunConfig
 from edgekit.source import SourceModel
@@ -273,10 +274,8 @@ def absent_devices(devices: list[str], rows: list[Row],
         if name in skipped:
             absent[name] = {"reason": skipped[name], "how_to_add": device_class(name).how_to_add}
         elif mine and all(row.status == "unavailable" for row in mine):
-            reason = str(mine[0].error or "not available here")
-            marker = f" on {name}: "
-            reason = reason.split(marker, 1)[1] if marker in reason else reason
-            absent[name] = {"reason": reason, "how_to_add": device_class(name).how_to_add}
+            absent[name] = {"reason": device_reason(mine[0]),
+                            "how_to_add": device_class(name).how_to_add}  # fmt: skip
     return absent
 
 

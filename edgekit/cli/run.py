@@ -172,13 +172,12 @@ def _refuse_absent(devices: list[str], asked: set[str]) -> None:
     any work (a default device is skipped instead, and named after the run)."""
     from edgekit.devices import device_class
     from edgekit.errors import DeviceUnavailable
+    from edgekit.matrix import LocalExecutor
 
-    for name in devices:
-        why = device_class(name)().absent() if name in asked else None
-        if why:
-            raise DeviceUnavailable(
-                f"--devices {name}: {why}; to add it: {device_class(name).how_to_add}"
-            )
+    for name, why in LocalExecutor().absent_devices([d for d in devices if d in asked]).items():
+        raise DeviceUnavailable(
+            f"--devices {name}: {why}; to add it: {device_class(name).how_to_add}"
+        )
 
 
 def _run_exit(result: object, asked: set[str]) -> None:

@@ -43,15 +43,20 @@ def assumptions(results: Results) -> list[str]:
     return list(seen.values())
 
 
+def device_reason(row: Row) -> str:
+    """Why ``row`` could not run, without the "<label> on <device>: " its error starts with."""
+    reason = str(row.error or "not available here")
+    marker = f" on {row.device}: "
+    return reason.split(marker, 1)[1] if marker in reason else reason
+
+
 def unavailable(results: Results) -> list[str]:
     """One line per (target, device) this machine could not run, with the runtime's reason."""
     grouped: dict[tuple[str, str], tuple[list[str], str]] = {}
     for row in results.rows:
         if row.status != "unavailable":
             continue
-        reason = str(row.error or "")
-        marker = f" on {row.device}: "
-        reason = reason.split(marker, 1)[1] if marker in reason else reason
+        reason = device_reason(row)
         recipes, _ = grouped.setdefault((row.target, str(row.device)), ([], reason))
         recipes.append(row.recipe)
     lines = [
