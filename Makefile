@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.edgekit-installed
 
-.PHONY: demo test figures install format clean
+.PHONY: demo test figures mutation install format clean
 
 # From scratch (--clear) whenever the pins change, so the venv holds the lock and nothing older.
 # onnx2torch (an .onnx source to tflite/executorch) goes to a folder of the venv's own, like a
@@ -26,18 +26,30 @@ demo: $(STAMP)
 	$(VENV)/bin/edgekit eval
 	$(VENV)/bin/edgekit run --model digits-mobilenet --data digits --accuracy-aware
 
+# Two phases: everything but the `timing` tests on two workers (whole files per worker, so a
+# module's fixtures are built once), then the timing tests alone, since a sibling beside a
+# measurement is the noise it guards against. Both share one store of exported artifacts.
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/pytest
+	store=$$(mktemp -d) && trap 'rm -rf "$$store"' EXIT && \
+	  EDGEKIT_TEST_STORE=$$store $(VENV)/bin/pytest -n 2 --dist loadfile -m "not timing" && \
+	  EDGEKIT_TEST_STORE=$$store $(VENV)/bin/pytest -p no:xdist -m timing
 
 # every figure of README.md and benchmarks/*.md, remade on this machine (about an hour)
 figures: $(STAMP)
 	$(VENV)/bin/python benchmarks/figures.py
+
+# mutation testing (cosmic-ray, in a venv of its own) of the modules users' decisions rest on;
+# not part of `make test`: each mutant runs its module's tests (about half an hour in all)
+mutation: $(STAMP)
+	test -x .venv-mutation/bin/cosmic-ray || { $(PYTHON) -m venv --clear .venv-mutation && \
+	  .venv-mutation/bin/pip install --quiet -r scripts/mutation-requirements.txt; }
+	.venv-mutation/bin/python scripts/mutation.py
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) edgekit-artifacts runs .pytest_cache
+	rm -rf $(VENV) .venv-mutation edgekit-artifacts runs .pytest_cache

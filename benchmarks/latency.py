@@ -31,9 +31,11 @@ from edgekit.peak import (
     percent,
     shares_of,
 )
-from edgekit.stats import band_of, widen
+from edgekit.stats import band_of
 
-PROTOCOL = Protocol(warmup=10, min_runs=50, min_seconds=1.0, rounds=12, block_seconds=0.1)
+PROTOCOL = Protocol(
+    warmup=10, min_runs=50, min_seconds=1.0, rounds=12, block_seconds=0.1, sessions=4
+)
 TOOL_PROTOCOL = Protocol(warmup=5, min_runs=50, min_seconds=1.0, rounds=8, block_seconds=0.15)
 GUARD = NoiseGuard(threshold=0.15, retries=1, settle_max_s=60.0)
 TOOL_MODELS = ("mobilenet_v2", "resnet50")  # the tool rounds to 0.01 ms: too coarse below 1 ms
@@ -125,16 +127,15 @@ def pool(model: str, threads: int, log) -> dict:
                 ),
             )
             if record.status == "ok" and records[eager].status == "ok":
-                ratio, ci = result.ratio(eager_sessions, side)
-                row["over_eager"] = ratio
-                row["over_eager_ci"] = list(widen(ci, max(band, eager_band)))
+                ratio, ci = result.ratio(eager_sessions, side, max(band, eager_band))
+                row["over_eager"], row["over_eager_ci"] = ratio, list(ci)
         rows.append(row)
     by_label = {row["label"]: side for side, row in enumerate(rows)}
     for row in rows:
         fp32 = by_label.get(f"{row.get('target')}/fp32")
         if row.get("recipe") in ("int8", "int8-dynamic", "fp16") and fp32 is not None:
-            ratio, ci = result.ratio(fp32, by_label[row["label"]])  # fp32 time / this time
-            row["over_fp32"], row["over_fp32_ci"] = ratio, list(widen(ci, band))
+            ratio, ci = result.ratio(fp32, by_label[row["label"]], band)  # fp32 time / this
+            row["over_fp32"], row["over_fp32_ci"] = ratio, list(ci)
     return {
         "model": model,
         "threads": threads,
@@ -164,8 +165,7 @@ def tool_comparison(model: str, threads: int, log) -> list[dict]:
         log(f"{model} {artifact.label} x{threads}: edgekit against LiteRT's tool, interleaved")
         result = measure(timers, records, TOOL_PROTOCOL, GUARD)
         band = band_of(result.ratio(2, 0)[1])
-        ratio, ci = result.ratio(0, 1)
-        ci = widen(ci, band)
+        ratio, ci = result.ratio(0, 1, band)
         found.append(
             {
                 "model": model,
@@ -268,11 +268,12 @@ def markdown(results: dict) -> list[str]:
             f"- protocol: every artifact of a model and torch eager ran interleaved, each in its "
             f"own child process: {PROTOCOL.warmup} warm-up invokes, then at least "
             f"{PROTOCOL.rounds} rounds in which each side timed one block (~"
-            f"{PROTOCOL.block_seconds * 1e3:.0f} ms) of single invokes; every ratio is the "
-            "geometric mean of the per-round ratios of block medians, with a 95 % t-interval "
-            "over rounds widened by the pool's noise band (two sessions of one file). Torch "
-            "eager ran in two sessions (two processes): speed-ups divide by their per-round "
-            "geometric mean and are widened by the larger of the two bands.",
+            f"{PROTOCOL.block_seconds * 1e3:.0f} ms) of single invokes. The rounds ran in "
+            f"{PROTOCOL.sessions} sessions: every side was reopened in a new process between "
+            "them. Every ratio is the geometric mean of the per-round ratios of block medians; "
+            "its 95 % interval is a t prediction interval over the sessions' mean log ratios "
+            "(for another run's estimate: sessions, not rounds, are the independent units). "
+            "Torch eager ran as two sides: speed-ups divide by their per-round geometric mean.",
             "- % of peak: the achieved rate over the machine's peak of the arithmetic that runs "
             "(int8 where an int8 recipe runs most compute ops in int8, fp16 where most MACs "
             "compute in float16, as ExecuTorch's fp16 does, fp32 otherwise), named in the cell. "

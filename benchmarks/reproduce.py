@@ -2,14 +2,22 @@
 MobileNetV2 (separate processes, ``--gap`` seconds apart: 900 or more is the test that counts,
 since a shared VM drifts over minutes), and for every ratio (an artifact over torch eager, int8
 and fp16 over their fp32): does each run's 95 % interval hold the other runs' point estimates?
-A kind of ratio *reproduces* on this machine when every one of its intervals holds every other
-run's estimate. Writes benchmarks/REPRODUCIBILITY.md and reproducibility.json.
+Each interval is a prediction interval over the sessions its run's rounds ran in, so it makes
+that promise 95 times in 100: a kind of ratio *reproduces* on this machine when at least 95 % of
+its (run i's interval, run j's estimate) pairs hold. Writes benchmarks/REPRODUCIBILITY.md and
+reproducibility.json.
 
-    .venv/bin/python benchmarks/reproduce.py [--runs 3] [--gap 900] [--model mobilenet_v2]"""
+    .venv/bin/python benchmarks/reproduce.py [--runs 3] [--gap 900] [--model mobilenet_v2]
+                                             [--lock /tmp/edgekit-timing.lock]
+
+With ``--lock``, each run holds that file's lock (flock) while it runs: other jobs started as
+``flock /tmp/edgekit-timing.lock COMMAND`` use the gaps and never overlap a run."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import subprocess
 import sys
@@ -25,6 +33,7 @@ from edgekit.interference import wait_for_quiet
 
 KINDS = {"over_eager": "over torch eager", "over_fp32": "over its fp32"}
 QUIET = 0.15  # cores other processes may use when a run starts
+PROMISE = 0.95  # what a 95 % interval promises: the share of pairs that hold
 
 
 def spread(values: list[float]) -> float:
@@ -38,6 +47,20 @@ def coverage(points: list[float], intervals: list[list[float]]) -> tuple[int, in
     pairs = list(permutations(range(len(points)), 2))
     held = sum(intervals[i][0] <= points[j] <= intervals[i][1] for i, j in pairs)
     return held, len(pairs)
+
+
+@contextlib.contextmanager
+def lock_held(lock: Path | None):
+    """The lock ``lock`` held for the block (nothing without one)."""
+    if lock is None:
+        yield
+        return
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # waits for a cooperating job to finish
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _one_run(model: str, out: Path) -> dict:
@@ -55,6 +78,7 @@ def main() -> None:
     parser.add_argument("--model", default="mobilenet_v2")
     parser.add_argument("--max-wait", type=float, default=3600.0,
                         help="seconds to wait for a quiet machine before each run")  # fmt: skip
+    parser.add_argument("--lock", type=Path, help="a file whose flock each run holds")
     args = parser.parse_args()
     artifacts(args.model, print)  # export once, so every run times the same files
     runs = []
@@ -63,12 +87,14 @@ def main() -> None:
             if index:
                 print(f"waiting {args.gap:.0f} s before run {index + 1}", flush=True)
                 time.sleep(args.gap)
-            # each run starts on a quiet machine (what ran in the gap has ended)
-            reading = wait_for_quiet(QUIET, window_s=5.0, max_wait_s=args.max_wait)
-            if reading is not None and reading.foreign >= QUIET:
-                raise SystemExit(f"the machine stayed busy ({reading.foreign:.2f} cores) for "
-                                 f"{args.max_wait:.0f} s before run {index + 1}")  # fmt: skip
-            runs.append(_one_run(args.model, Path(tmp) / f"run{index}.json"))
+            with lock_held(args.lock):
+                # each run starts on a quiet machine (what ran in the gap has ended)
+                reading = wait_for_quiet(QUIET, window_s=5.0, max_wait_s=args.max_wait)
+                if reading is not None and reading.foreign >= QUIET:
+                    raise SystemExit(f"the machine stayed busy ({reading.foreign:.2f} cores) for "
+                                     f"{args.max_wait:.0f} s before run {index + 1}")  # fmt: skip
+                print(f"run {index + 1} of {args.runs}", flush=True)
+                runs.append(_one_run(args.model, Path(tmp) / f"run{index}.json"))
     rows: dict[str, dict[str, list]] = {}
     for run in runs:
         for row in run["pools"][0]["rows"]:
@@ -87,7 +113,8 @@ def main() -> None:
             if len(entry.get(key, [])) == len(runs) > 1:
                 h, n = coverage(entry[key], entry[f"{key}_ci"])
                 held, pairs = held + h, pairs + n
-        kinds[key] = {"held": held, "pairs": pairs, "reproduces": pairs > 0 and held == pairs}
+        reproduces = pairs > 0 and held >= PROMISE * pairs
+        kinds[key] = {"held": held, "pairs": pairs, "reproduces": reproduces}
     write_json(
         HERE / "reproducibility.json",
         {"gap_s": args.gap, "machine": machine(), "started": [r["started"] for r in runs],
@@ -102,6 +129,10 @@ def main() -> None:
             "between one's end and the next's start)",
             "- each ratio cell: the runs' point estimates, their largest distance from the mean, "
             "and how many of the pairs (run i's 95 % interval, run j's estimate), i != j, hold",
+            "- every interval is a 95 % prediction interval over the sessions its run's rounds "
+            "ran in (each side reopened in a new process between them): a kind of ratio "
+            f"reproduces when at least {PROMISE:.0%} of its pairs hold, what such intervals "
+            "promise",
         ],
     )
     for key, label in KINDS.items():

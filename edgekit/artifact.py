@@ -98,7 +98,9 @@ MANIFEST = {
     "details": dict[str, Any],
     "warnings": list[str],
 }
-REQUIRED = ("schema_version", "target", "recipe", "file", "input", "output")
+# preprocessing may be null (a foreign file that is not an image classifier) but is always
+# there: the worker and the evaluation read it by key
+REQUIRED = ("schema_version", "target", "recipe", "file", "input", "output", "preprocessing")
 
 
 def validate_manifest(manifest: Any, where: str) -> None:

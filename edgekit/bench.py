@@ -19,7 +19,7 @@ from edgekit.errors import EdgekitError
 from edgekit.interleave import Interleaved, interleave
 from edgekit.latency import BlockTimer, LatencyRecord, NoiseGuard, Protocol
 from edgekit.machine import fingerprint
-from edgekit.stats import band_of, latency_summary, widen
+from edgekit.stats import band_of, latency_summary
 from edgekit.targets import runtime_versions
 
 BASELINE_LABEL = "baseline/fp32"
@@ -80,6 +80,7 @@ def measure(
             record.status, record.error = "failed", result.failed[side]
             continue
         record.fill(result.blocks[side], result.rounds_used)
+        record.round_sessions = result.sessions_used
         record.rounds_disturbed = sum(result.disturbed)
         record.disturbed = record.rounds_disturbed > 0 and len(result.rounds_used) == len(
             result.disturbed
@@ -250,9 +251,9 @@ def _speedups(
         if entry is None or record.status != "ok" or entry.record.status != "ok":
             continue
         sessions = [side_of[id(r)] for r in (entry.record, entry.second) if r and r.status == "ok"]
-        ratio, interval = result.ratio(sessions, side_of[id(record)])
         band = max(record.noise_band or 0.0, bands[key] or 0.0) or None
-        record.speedup, record.speedup_ci = ratio, list(widen(interval, band))
+        ratio, interval = result.ratio(sessions, side_of[id(record)], band)
+        record.speedup, record.speedup_ci = ratio, list(interval)
 
 
 def _pool_sessions(

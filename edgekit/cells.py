@@ -114,7 +114,8 @@ def device_pool(
 ) -> PoolResult:
     """One device pool: its rows (the pool's baseline included), stamped with the node and the
     benchmark's window, and on the host CPU the per-layer profiles."""
-    protocol = Protocol(config.warmup, config.min_runs, config.min_seconds, rounds=config.rounds)
+    protocol = Protocol(config.warmup, config.min_runs, config.min_seconds, rounds=config.rounds,
+                        sessions=config.sessions)  # fmt: skip
     guard = NoiseGuard(enabled=config.noise_guard)
     started = _now()
     rows = _pool_rows(config, device, exported, source, dataset, protocol, guard, say)
@@ -203,6 +204,7 @@ def row_of(record: LatencyRecord, artifact: Artifact | None, accuracy: dict | No
         latency=record.stats,
         samples_ms=record.samples_ms,
         rounds_ms=record.rounds_ms,
+        round_sessions=record.round_sessions,
         block_runs=record.block_runs,
         load_ms=record.load_ms,
         first_ms=record.first_ms,

@@ -169,6 +169,7 @@ class WorkerTimer(BlockTimer):
         env: dict[str, str] | None = None,
     ) -> None:
         self.label = label
+        self._how = (request, sample, timeout_s, command, env)  # what reopen starts again
         self._dir = tempfile.TemporaryDirectory(prefix="edgekit-bench-")
         journal(self._dir.name)
         request = dict(request, mode="serve", input=staged_sample(Path(self._dir.name), sample))
@@ -190,6 +191,14 @@ class WorkerTimer(BlockTimer):
         return Block.of(
             reply["samples_ms"], reply.get("foreign"), reply.get("steal"), reply.get("edgekit")
         )
+
+    def reopen(self) -> WorkerTimer:
+        """A new child process with the same request; this one is closed first, so two
+        sessions of one side never run at once."""
+        self.close()
+        again = WorkerTimer(self.label, *self._how)
+        again.load_ms, again.first_ms = self.load_ms, self.first_ms  # the first session's
+        return again
 
     def close(self) -> None:
         if getattr(self, "_closed", False):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from edgekit.stats import paired_ratio, widen
+from edgekit.stats import ratio_interval
 from edgekit.targets.census import Census
 from edgekit.targets.profiling import DATA_GROUP, QUANT_GROUP
 
@@ -22,12 +22,17 @@ FP16_ISA = ("avx512_fp16", "f16c")
 TINY_MACS = 20_000_000  # below this, a few microseconds of dispatch per op weigh like the MACs
 
 
-def speedup(fp32_rounds: list[float], rounds: list[float], band: float | None) -> dict | None:
-    """fp32 time over this artifact's, from paired rounds, with its widened 95 % interval."""
+def speedup(
+    fp32_rounds: list[float],
+    rounds: list[float],
+    band: float | None,
+    sessions: list[int] | None = None,
+) -> dict | None:
+    """fp32 time over this artifact's, from paired rounds, with its 95 % interval (from the
+    sessions the rounds ran in, else widened by the noise band)."""
     if not fp32_rounds or len(fp32_rounds) != len(rounds):
         return None
-    ratio, interval = paired_ratio(fp32_rounds, rounds)
-    low, high = widen(interval, band)
+    ratio, (low, high) = ratio_interval(fp32_rounds, rounds, sessions, band)
     verdict = "faster" if low > 1.0 else ("slower" if high < 1.0 else "no faster (a tie)")
     return {"ratio": ratio, "ci": [low, high], "verdict": verdict}
 
@@ -127,7 +132,9 @@ def explain_all(profiles: list, details: dict[str, tuple[Census, list]], isa: li
                      and p is not profile), None)  # fmt: skip
         if base is not None:
             band = max(base.noise_band or 0.0, profile.noise_band or 0.0)
-            profile.speedup_vs_fp32 = speedup(base.rounds_ms, profile.rounds_ms, band)
+            profile.speedup_vs_fp32 = speedup(
+                base.rounds_ms, profile.rounds_ms, band, profile.round_sessions
+            )
         census, placed = details[profile.artifact]
         profile.explanation = findings(profile, base, census, placed, isa)
 
@@ -152,7 +159,7 @@ def hint(label: str, census: Census, base_label: str, ratio: dict) -> str:
 def not_faster_hints(items: list[dict[str, Any]]) -> dict[str, str]:
     """For every int8/fp16 item not faster than its target's fp32 in the same pool (same
     device, threads and rounds), the one hint line, keyed by the item's label. An item is
-    ``{label, target, recipe, device, threads, rounds_ms, noise_band, path}``."""
+    ``{label, target, recipe, device, threads, rounds_ms, round_sessions, noise_band, path}``."""
     from edgekit.targets import get_target
 
     lines = {}
@@ -165,7 +172,7 @@ def not_faster_hints(items: list[dict[str, Any]]) -> dict[str, str]:
         if base is None:
             continue
         band = max(base.get("noise_band") or 0.0, item.get("noise_band") or 0.0)
-        ratio = speedup(base["rounds_ms"], item["rounds_ms"], band)
+        ratio = speedup(base["rounds_ms"], item["rounds_ms"], band, item.get("round_sessions"))
         if ratio is None or ratio["verdict"] == "faster":
             continue
         try:

@@ -4,7 +4,13 @@ runs one block per round, in a rotating order, so that all of them see the same 
 On a shared VM, noise that /proc/stat cannot see moves a latency by tens of percent between two
 moments; two timings taken at different moments do not give a ratio. Within a round the sides
 are seconds apart, so the per-round ratio cancels what the machine did meanwhile, and the spread
-of the per-round ratios gives an honest interval (:func:`edgekit.stats.paired_ratio`)."""
+of the per-round ratios gives an honest interval (:func:`edgekit.stats.paired_ratio`).
+
+What rounds cannot see is a session's own state: where a runtime's kernels and buffers landed
+moves a latency by several percent from one process to the next, and the machine drifts over
+minutes. So the rounds are split into ``protocol.sessions`` stretches, every side is reopened (a
+new session, a new process for a host worker) between them, and a ratio's interval comes from
+the spread between sessions (:func:`edgekit.stats.session_ratio`)."""
 
 from __future__ import annotations
 
@@ -15,9 +21,10 @@ from dataclasses import dataclass, field
 from edgekit.errors import EdgekitError
 from edgekit.interference import wait_for_quiet
 from edgekit.latency import Block, BlockTimer, NoiseGuard, Protocol
-from edgekit.stats import paired_ratio
+from edgekit.stats import ratio_interval
 
 MIN_CLEAN_ROUNDS = 3
+MIN_ROUNDS_PER_SESSION = 2
 
 
 @dataclass
@@ -29,6 +36,7 @@ class Interleaved:
     rounds_used: list[int] = field(default_factory=list)
     settle: float | None = None  # others' CPU (cores) when the rounds began
     failed: dict[int, str] = field(default_factory=dict)  # side -> why it stopped
+    session_of_round: list[int] = field(default_factory=list)  # which session each round ran in
 
     def rounds_ms(self, side: int | Sequence[int]) -> list[float]:
         """Per-round block medians of ``side``; of several sessions of one thing (a list of
@@ -39,11 +47,24 @@ class Interleaved:
         logs = [[math.log(self.blocks[s][r].median_ms) for r in self.rounds_used] for s in sides]
         return [math.exp(sum(values) / len(values)) for values in zip(*logs, strict=True)]
 
+    @property
+    def sessions_used(self) -> list[int]:
+        """The session of each round the statistics use."""
+        return [self.session_of_round[r] for r in self.rounds_used]
+
     def ratio(
-        self, side: int | Sequence[int], reference: int | Sequence[int], confidence: float = 0.95
+        self,
+        side: int | Sequence[int],
+        reference: int | Sequence[int],
+        band: float | None = None,
+        confidence: float = 0.95,
     ) -> tuple[float, tuple]:
-        """Latency of ``side`` over ``reference``: > 1 means ``side`` is slower."""
-        return paired_ratio(self.rounds_ms(side), self.rounds_ms(reference), confidence)
+        """Latency of ``side`` over ``reference``: > 1 means ``side`` is slower. The interval
+        comes from the sessions where the rounds ran in several, else from the rounds widened by
+        ``band`` (:func:`edgekit.stats.ratio_interval`)."""
+        return ratio_interval(
+            self.rounds_ms(side), self.rounds_ms(reference), self.sessions_used, band, confidence
+        )
 
 
 def block_sizes(timers: list[BlockTimer], protocol: Protocol) -> tuple[list[int], int]:
@@ -68,6 +89,13 @@ def block_sizes(timers: list[BlockTimer], protocol: Protocol) -> tuple[list[int]
     return runs, min(needed, cap or needed)
 
 
+def session_starts(rounds: int, sessions: int) -> set[int]:
+    """The planned rounds before which every side is reopened: ``sessions`` equal stretches, each
+    of at least ``MIN_ROUNDS_PER_SESSION`` rounds (fewer sessions where the rounds are few)."""
+    count = max(1, min(sessions, rounds // MIN_ROUNDS_PER_SESSION))
+    return {round(k * rounds / count) for k in range(1, count)}
+
+
 def interleave(
     timers: list[BlockTimer],
     protocol: Protocol,
@@ -83,12 +111,16 @@ def interleave(
     the threshold needs a narrower interval than one far from it."""
     runs, rounds = block_sizes(timers, protocol)
     result = Interleaved([timer.label for timer in timers], runs, [[] for _ in timers])
+    starts, session = session_starts(rounds, protocol.sessions), 0
     if guard.enabled:
         reading = wait_for_quiet(guard.threshold, max_wait_s=guard.settle_max_s)
         result.settle = None if reading is None else reading.foreign
     extra_budget = 0
     index = 0
     while index < rounds + extra_budget:
+        if index in starts:
+            session += 1
+            _reopen(timers, result, progress)
         order = [(index + offset) % len(timers) for offset in range(len(timers))]
         blocks: dict[int, Block] = {}
         for side in order:
@@ -107,6 +139,7 @@ def interleave(
             for block in blocks.values()
         )
         result.disturbed.append(disturbed)
+        result.session_of_round.append(session)
         if disturbed and extra_budget < guard.retries * rounds:
             extra_budget += 1  # one more round for each disturbed one, within the budget
         index += 1
@@ -120,11 +153,27 @@ def interleave(
     return result
 
 
+def _reopen(
+    timers: list[BlockTimer], result: Interleaved, progress: Callable[[str], None] | None
+) -> None:
+    """Every live side in a new session, in place (the caller closes what ``timers`` holds)."""
+    if progress:
+        progress("new sessions")
+    for side, timer in enumerate(timers):
+        if side in result.failed:
+            continue
+        try:
+            timers[side] = timer.reopen()
+        except EdgekitError as exc:
+            result.failed[side] = str(exc)
+
+
 def _choose_rounds(result: Interleaved, timers: list[BlockTimer], rounds: int) -> None:
     """The rounds the statistics use: the clean ones, while enough of them remain."""
     alive = [side for side in range(len(timers)) if side not in result.failed]
     complete = min((len(result.blocks[side]) for side in alive), default=0)
     result.disturbed = result.disturbed[:complete]
+    result.session_of_round = result.session_of_round[:complete]
     clean = [r for r, bad in enumerate(result.disturbed) if not bad]
     enough = max(MIN_CLEAN_ROUNDS, rounds // 2)
     result.rounds_used = clean if len(clean) >= enough else list(range(len(result.disturbed)))

@@ -28,6 +28,11 @@ class Protocol:
     max_runs: int = 100_000
     rounds: int = 10
     block_seconds: float = 0.1
+    # the rounds run in this many sessions, each side reopened between them, and intervals come
+    # from the sessions' spread (edgekit.interleave). 1 (one session throughout, intervals from
+    # the rounds widened by the noise band) by default: on the VMs measured, sessions spread over
+    # one run did not make intervals hold the next run (benchmarks/REPRODUCIBILITY.md)
+    sessions: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,6 +84,7 @@ class LatencyRecord:
     stats: dict[str, float] = field(default_factory=dict)
     samples_ms: list[float] = field(default_factory=list)
     rounds_ms: list[float] = field(default_factory=list)  # per-round block medians (interleaved)
+    round_sessions: list[int] = field(default_factory=list)  # the session each round ran in
     block_runs: int | None = None
     peak_rss_mb: float | None = None
     size_bytes: int | None = None
@@ -157,6 +163,11 @@ class BlockTimer:
 
     def block(self, runs: int) -> Block:
         raise NotImplementedError
+
+    def reopen(self) -> BlockTimer:
+        """The same thing in a new session, this one released. A timer that cannot start
+        another session returns itself (its rounds then differ only in time)."""
+        return self
 
     def close(self) -> None:
         """Release the session (and record ``peak_rss_mb`` where known)."""

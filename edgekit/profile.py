@@ -48,6 +48,7 @@ class ArtifactProfile:
     ops_ms: float  # the layers' sum
     profiler_run_ms: float | None  # the runtime's own whole-invoke time while profiling
     rounds_ms: list[float] = field(default_factory=list)
+    round_sessions: list[int] = field(default_factory=list)
     noise_band: float | None = None
     notes: list[str] = field(default_factory=list)
     explanation: list[str] = field(default_factory=list)
@@ -131,6 +132,7 @@ def profile_artifacts(
                 ops_ms=sum(layer.ms for layer in layers),
                 profiler_run_ms=times.run_ms,
                 rounds_ms=list(record.rounds_ms),
+                round_sessions=list(getattr(record, "round_sessions", [])),
                 noise_band=record.noise_band,
                 notes=[*census.notes[:1], *times.notes, *_mapping_notes(census, artifact)],
                 top_ops=top_ops,

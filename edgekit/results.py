@@ -55,6 +55,7 @@ class Row:
     latency: dict[str, float] = field(default_factory=dict)
     samples_ms: list[float] = field(default_factory=list)
     rounds_ms: list[float] = field(default_factory=list)
+    round_sessions: list[int] = field(default_factory=list)  # the session each round ran in
     block_runs: int | None = None
     load_ms: float | None = None
     first_ms: float | None = None

@@ -32,6 +32,7 @@ class RunConfig:
     min_runs: int = 50
     min_seconds: float = 1.0
     rounds: int = 10  # interleaved rounds per device pool, at least
+    sessions: int = 1  # the rounds run in this many sessions of every side (intervals' units)
     noise_guard: bool = True
     accuracy_aware: bool = False  # int8: keep the most harmful layers float until within max_drop
     point_estimate: bool = False  # decide on the drop itself, not its interval's upper bound
@@ -62,7 +63,8 @@ class RunConfig:
         parse_devices(",".join(self.devices) or " ")
         if not self.threads or min(self.threads) < 1:
             raise UserInputError(f"threads must be positive counts, got {self.threads}")
-        for name in ("calibration_samples", "warmup", "min_runs", "rounds", "profile_runs"):
+        counts = ("calibration_samples", "warmup", "min_runs", "rounds", "sessions", "profile_runs")
+        for name in counts:
             if getattr(self, name) < (0 if name == "warmup" else 1):
                 raise UserInputError(f"{name} must be positive, got {getattr(self, name)}")
         if self.max_drop < 0 or self.min_seconds < 0 or self.timeout <= 0:

@@ -30,6 +30,7 @@ def profile_run(
         str(a.path): SimpleNamespace(
             status="ok", stats=by_file[a.path.name].latency,
             rounds_ms=by_file[a.path.name].rounds_ms, noise_band=by_file[a.path.name].noise_band,
+            round_sessions=by_file[a.path.name].round_sessions,
         )
         for a in chosen
     }  # fmt: skip
@@ -57,6 +58,7 @@ def hint_rows(rows: list[Row], run_dir: Path) -> None:
     items = [
         {"label": row.label, "target": row.target, "recipe": row.recipe, "device": row.device,
          "threads": row.threads, "rounds_ms": row.rounds_ms, "noise_band": row.noise_band,
+         "round_sessions": row.round_sessions,
          "path": run_dir / str(row.artifact)}
         for row in rows
         if row.kind == "artifact" and row.ok and row.artifact and row.latency_comparable

@@ -77,6 +77,52 @@ def paired_ratio(
     return centre, (float(np.exp(interval.low)), float(np.exp(interval.high)))
 
 
+def session_ratio(
+    numerator_rounds: list[float] | np.ndarray,
+    denominator_rounds: list[float] | np.ndarray,
+    sessions: list[int] | np.ndarray,
+    confidence: float = 0.95,
+) -> tuple[float, tuple[float, float]]:
+    """Ratio of two interleaved latencies whose rounds ran in several sessions (each side
+    reopened between them), with an interval for what another run's estimate would be.
+
+    Rounds within a session share that session's state (where kernels and buffers landed, the
+    machine's minute), so sessions, not rounds, are the independent units: each session's mean
+    log ratio is one observation. The interval is a t prediction interval for the mean of as many
+    new sessions: centre +- t(k-1) * s * sqrt(2/k), s the spread of the k session means. With one
+    session it is :func:`paired_ratio`."""
+    logs = np.log(np.asarray(numerator_rounds, dtype=np.float64)) - np.log(
+        np.asarray(denominator_rounds, dtype=np.float64)
+    )
+    labels = np.asarray(sessions)
+    means = np.array([logs[labels == label].mean() for label in np.unique(labels)])
+    if len(means) < 2:
+        return paired_ratio(numerator_rounds, denominator_rounds, confidence)
+    centre = float(means.mean())
+    half = (
+        stats.t.ppf(0.5 + confidence / 2.0, len(means) - 1)
+        * means.std(ddof=1)
+        * np.sqrt(2.0 / len(means))
+    )
+    return float(np.exp(centre)), (float(np.exp(centre - half)), float(np.exp(centre + half)))
+
+
+def ratio_interval(
+    numerator_rounds: list[float] | np.ndarray,
+    denominator_rounds: list[float] | np.ndarray,
+    sessions: list[int] | np.ndarray | None = None,
+    band: float | None = None,
+    confidence: float = 0.95,
+) -> tuple[float, tuple[float, float]]:
+    """The one way every ratio gets its interval: from sessions where the rounds ran in more
+    than one (:func:`session_ratio`), else from the paired rounds widened by the noise ``band``
+    (a second session's distance, standing in for the sessions that were not run)."""
+    if sessions is not None and len(set(np.asarray(sessions).tolist())) > 1:
+        return session_ratio(numerator_rounds, denominator_rounds, sessions, confidence)
+    ratio, interval = paired_ratio(numerator_rounds, denominator_rounds, confidence)
+    return ratio, widen(interval, band)
+
+
 def widen(interval: tuple[float, float], band: float | None) -> tuple[float, float]:
     """A ratio's interval widened by a noise band (the fraction two sessions of the same file
     differ by): what rounds cannot see, between-session differences, is added on both sides."""

@@ -96,7 +96,18 @@ def wait_for_nodes(
 def main(out: Path) -> None:
     loopback_up()
     state = out / "state"
-    base = {**os.environ, "EDGEKIT_CLUSTER_DIR": str(state), "RAY_USAGE_STATS_ENABLED": "0"}
+    base = {
+        **os.environ,
+        "EDGEKIT_CLUSTER_DIR": str(state),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        # Ray's GCS notices a dead node by missed health checks (by default about 15 s or more
+        # after a SIGKILL); on loopback a check answers in microseconds, so check often. The
+        # names are RayConfig entries of the pinned Ray, each settable as RAY_<name>.
+        "RAY_health_check_initial_delay_ms": "0",
+        "RAY_health_check_period_ms": "500",
+        "RAY_health_check_timeout_ms": "1000",
+        "RAY_health_check_failure_threshold": "2",
+    }
     adb = stand_in_adb_env(out / "phone")
     phone = {**base, **adb, "PATH": f"{adb.pop('PATH_PREFIX')}{os.pathsep}{os.environ['PATH']}"}
     phone.pop("PATH_PREFIX", None)
@@ -153,7 +164,8 @@ def main(out: Path) -> None:
         for pid in worker_pids(state):
             os.killpg(pid, signal.SIGKILL)
         out_text, err_text = running.communicate(timeout=300)
-        killed = {"code": running.returncode, "err": err_text[-3000:], "out": out_text[-2000:]}
+        killed = {"code": running.returncode, "err": err_text[-3000:], "out": out_text[-2000:],
+                  "out_head": out_text[:500]}  # fmt: skip
         if out_text.strip().startswith("{"):
             killed["rows"] = rows_of({"out": out_text})
             killed["run_dir"] = json.loads(out_text)["run_dir"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -85,21 +86,60 @@ def calibration(digits_data):
     return sample_calibration(digits_data, 200)
 
 
+STORE_ENV = "EDGEKIT_TEST_STORE"
+
+
 @pytest.fixture(scope="session")
-def export_digits(digits_model, digits_data, tmp_path_factory):
-    """``export_digits(target, recipe, io="float32")`` -> Artifact, exported once per session."""
+def artifact_store(tmp_path_factory) -> Path:
+    """One folder of exported artifacts for the whole test run: ``EDGEKIT_TEST_STORE`` where
+    set (``make test`` gives both of its phases one fresh folder), else under pytest-xdist the
+    folder its workers share (their base temp's parent), else this session's own."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get(STORE_ENV):
+        store = Path(os.environ[STORE_ENV])
+    elif os.environ.get("PYTEST_XDIST_WORKER"):
+        store = root.parent / "artifact-store"
+    else:
+        store = root / "artifact-store"
+    store.mkdir(parents=True, exist_ok=True)
+    return store
+
+
+@pytest.fixture(scope="session")
+def export_digits(digits_model, digits_data, artifact_store):
+    """``export_digits(target, recipe, io="float32")`` -> Artifact, exported once per test run
+    (across parallel workers, behind a file lock). Shared files must stay as exported: a test
+    that damages one in place, instead of a copy, fails the session's teardown by name."""
+    import hashlib
+
+    from filelock import FileLock
+
+    from edgekit.artifact import load_artifact
     from edgekit.export import export_artifact
 
-    out_dir = tmp_path_factory.mktemp("artifacts")
-    cache = {}
+    loaded, digests = {}, {}
+
+    def digest(path: Path) -> str:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
 
     def export(target: str, recipe: str, io: str = "float32"):
         key = (target, recipe, io)
-        if key not in cache:
-            result = export_artifact(
-                digits_model, digits_data, target, recipe, out_dir, io_dtype=io
-            )
-            cache[key] = result.artifact
-        return cache[key]
+        if key in loaded:
+            return loaded[key]
+        folder = artifact_store / f"{digits_model.digest[:12]}-{target}-{recipe}-{io}"
+        done = folder / "artifact.txt"  # the artifact's file name, written once it is complete
+        with FileLock(str(folder) + ".lock"):
+            if not done.is_file():
+                folder.mkdir(exist_ok=True)
+                result = export_artifact(
+                    digits_model, digits_data, target, recipe, folder, io_dtype=io
+                )
+                done.write_text(result.artifact.path.name)
+        loaded[key] = load_artifact(folder / done.read_text())
+        for path in folder.iterdir():
+            digests.setdefault(path, digest(path))
+        return loaded[key]
 
-    return export
+    yield export
+    changed = [str(path) for path, before in digests.items() if digest(path) != before]
+    assert not changed, f"a test changed shared artifacts in place (copy them first): {changed}"

@@ -18,6 +18,8 @@ from edgekit.targets.executorch.android import parse as parse_executor_runner
 from edgekit.targets.onnx.android import parse as parse_ort_perf_test
 from edgekit.targets.tflite.android import parse as parse_benchmark_model
 
+pytestmark = pytest.mark.timing  # measures with the noise guard on: runs alone
+
 DATA = Path(__file__).parent / "data"
 
 

@@ -31,7 +31,7 @@ from edgekit.devices.arm64_emu.emulator import (
 from edgekit.devices.arm64_emu.setup import setup_device
 from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
 from edgekit.gates import device_vs_host_gate
-from edgekit.latency import Protocol
+from edgekit.latency import NoiseGuard, Protocol
 from edgekit.metrics import device_vs_host
 
 SAMPLES = 100
@@ -113,12 +113,13 @@ def test_old_qemu_is_refused_at_run_time(tmp_path, monkeypatch):
 
 
 QUICK = Protocol(warmup=2, min_runs=10, min_seconds=0.1, max_seconds=10, rounds=3)
+NO_GUARD = NoiseGuard(enabled=False)  # these tests are about failures, not about a quiet machine
 
 
 def test_a_pte_without_the_executorch_userland_is_unavailable(tmp_path, monkeypatch, export_digits):
     _fake_device(tmp_path, monkeypatch, QEMU_10)
     artifact = export_digits("executorch", "fp32")
-    record = bench_artifact(artifact, "arm64-emu", 1, QUICK)
+    record = bench_artifact(artifact, "arm64-emu", 1, QUICK, NO_GUARD)
     assert record.status == "unavailable" and record.device == "arm64-emu"
     assert record.error == PTE_REASON
     with pytest.raises(DeviceUnavailable, match="without its optional ExecuTorch userland"):
@@ -128,7 +129,7 @@ def test_a_pte_without_the_executorch_userland_is_unavailable(tmp_path, monkeypa
 def test_crashing_emulated_process_is_a_failed_row(tmp_path, monkeypatch, export_digits):
     _fake_device(tmp_path, monkeypatch, QEMU_10)
     artifact = export_digits("tflite", "int8")
-    record = bench_artifact(artifact, "arm64-emu", 1, QUICK)
+    record = bench_artifact(artifact, "arm64-emu", 1, QUICK, NO_GUARD)
     assert record.status == "failed"
     assert "crashed (SIGSEGV)" in record.error
     with pytest.raises(EdgekitError, match=r"crashed \(SIGSEGV\)"):
@@ -281,6 +282,7 @@ def test_a_perturbed_reference_is_caught(export_digits, digits_data):
 
 @pytest.mark.arm64
 @needs_device
+@pytest.mark.timing
 def test_emulated_latency_is_labelled_and_a_crash_does_not_stop_the_rest(
     export_digits, monkeypatch, capsys
 ):
@@ -298,13 +300,16 @@ def test_emulated_latency_is_labelled_and_a_crash_does_not_stop_the_rest(
         "--cpu",
         "cortex-a53",
         "--rounds",
-        "3",
+        "4",
+        "--sessions",
+        "2",
         "--min-seconds",
         "0.1",
         "--json",
     )
     assert result.code == 0, result.err
     (record,) = json.loads(result.out)  # no baseline beside an emulated device
+    assert sorted(set(record["round_sessions"])) == [0, 1]  # a second emulated process
     assert record["device"] == "arm64-emu" and record["stats"]["count"] >= 10
     assert record["traits"]["latency_comparable"] is False and record["speedup"] is None
     assert record["traits"]["note"] == LATENCY_LABEL and record["runtime"]["emulated"] is True

@@ -9,12 +9,17 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
 from edgekit.bench import bench_artifact, bench_artifacts
+from edgekit.devices import get_device
 from edgekit.gates import latency_regression
 from edgekit.latency import NoiseGuard, Protocol
+from edgekit.stats import session_ratio
+
+pytestmark = pytest.mark.timing  # measures with the noise guard on: runs alone
 
 QUICK = Protocol(warmup=2, min_runs=20, min_seconds=0.2, rounds=6, block_seconds=0.05)
 NO_GUARD = NoiseGuard(enabled=False)
@@ -35,7 +40,8 @@ def test_bench_an_onnx_artifact_on_the_cpu(export_digits):
 
 def test_artifacts_and_the_baseline_are_interleaved_with_a_speedup_interval(export_digits):
     fp32, int8 = export_digits("onnx", "fp32"), export_digits("tflite", "int8")
-    records = bench_artifacts([fp32.path, int8.path], "cpu", 1, QUICK, NO_GUARD)
+    in_sessions = replace(QUICK, sessions=3)
+    records = bench_artifacts([fp32.path, int8.path], "cpu", 1, in_sessions, NO_GUARD)
     first, second, baseline = records
     assert baseline.label == "baseline/fp32" and baseline.status == "ok", baseline.error
     import torch
@@ -54,6 +60,22 @@ def test_artifacts_and_the_baseline_are_interleaved_with_a_speedup_interval(expo
         assert {r.label for r in records} - {record.label} <= set(record.interleaved_with)
         assert 0 <= record.noise_band < math.inf
         assert len(record.rounds_ms) == len(baseline.rounds_ms)
+        # the rounds ran in three sessions of every side, and the interval is over sessions
+        assert sorted(set(record.round_sessions)) == [0, 1, 2]
+        from_sessions = session_ratio(baseline.rounds_ms, record.rounds_ms, record.round_sessions)
+        assert record.speedup_ci == pytest.approx(from_sessions[1], rel=1e-3)  # rounds are rounded
+
+
+def test_a_reopened_session_is_a_new_process_of_the_same_file(export_digits):
+    device = get_device("cpu")
+    first = device.timer(export_digits("onnx", "fp32"), 1, None, QUICK, 60)
+    second = first.reopen()
+    try:
+        assert second._worker._process.pid != first._worker._process.pid
+        assert first._worker._process.poll() is not None  # one session at a time
+        assert second.block(5).median_ms > 0
+    finally:
+        second.close()
 
 
 @pytest.mark.parametrize(

@@ -128,6 +128,7 @@ def test_debug_shows_the_traceback(capsys):
         run_cli(capsys, "--debug", "export", "--model", "zoo:alexnet")
 
 
+@pytest.mark.timing
 def test_accuracy_aware_export_on_the_default(capsys, tmp_path):
     result = run_cli(
         capsys, "export", "--target", "onnx", "--int8", "--max-drop", "1", "-o", str(tmp_path)

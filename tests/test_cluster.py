@@ -30,7 +30,7 @@ def _unshare_works() -> str | None:
     return None if done.returncode == 0 else f"unshare -n is not permitted here: {done.stderr}"
 
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +138,7 @@ def test_benchmarks_never_overlap_on_a_node(scenario):
 @pytest.mark.cluster
 def test_a_killed_node_takes_only_its_rows_down(scenario):
     killed = scenario["killed_run"]
-    assert killed["code"] == 1 and "rows" in killed, killed["err"]
+    assert killed["code"] == 1 and "rows" in killed, (killed["out_head"], killed["err"])
     by_device = {row["device"]: row for row in killed["rows"]}
     assert by_device["cpu"]["status"] == "ok"
     assert by_device["android"]["status"] == "failed"

@@ -74,6 +74,7 @@ def test_a_full_integer_file_takes_int8_input(capsys, keras_made):
     assert any("recipe int8" in line for line in record["assumed"])
 
 
+@pytest.mark.timing
 def test_bench_reports_what_it_assumed(capsys, keras_made):
     files, _, _ = keras_made
     result = run_cli(capsys, "bench", str(files["dynamic"]), *QUICK)
@@ -102,6 +103,7 @@ def test_edgekit_toml_describes_the_file(
     assert abs(record["top1"] - baseline_top1) < 0.0012
 
 
+@pytest.mark.timing
 def test_a_plain_executorch_file_runs(capsys, tmp_path, digits_model, digits_names, baseline_top1):
     pte = foreign_files.executorch_pte(
         digits_model.module, digits_model.example_input(), tmp_path / "digits.pte"
@@ -113,6 +115,7 @@ def test_a_plain_executorch_file_runs(capsys, tmp_path, digits_model, digits_nam
     assert timed["status"] == "ok" and timed["stats"]["p50_ms"] > 0
 
 
+@pytest.mark.timing
 def test_a_non_classifier_is_benchmarked_and_eval_says_why_not(capsys):
     iris = foreign_files.shipped("onnxruntime", "datasets/logreg_iris.onnx")
     [timed] = _json(capsys, "bench", str(iris), *QUICK)
@@ -122,6 +125,7 @@ def test_a_non_classifier_is_benchmarked_and_eval_says_why_not(capsys):
     assert "accuracy is out of scope" in result.err and "edgekit bench" in result.err
 
 
+@pytest.mark.timing
 def test_check_gates_latency_between_two_foreign_files(capsys, digits_onnx, tmp_path):
     copy = tmp_path / "same.onnx"
     copy.write_bytes(Path(digits_onnx).read_bytes())
@@ -140,6 +144,7 @@ def test_check_gates_latency_between_two_foreign_files(capsys, digits_onnx, tmp_
     assert "PASS" in result.out
 
 
+@pytest.mark.timing
 def test_run_measures_a_given_file_and_reports_the_assumptions(capsys, tmp_path, keras_made):
     files, _, _ = keras_made
     result = run_cli(

@@ -10,9 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from cli_helpers import run_cli
 
+pytestmark = pytest.mark.timing  # measures with the noise guard on: runs alone
+
 PLUGINS = Path(__file__).parent / "plugins"
+RECORDED = Path(__file__).parent / "data" / "results_recorded.json"
 QUICK = ["--min-seconds", "0.2", "--min-runs", "20", "--rounds", "4"]
 
 
@@ -64,6 +68,17 @@ def test_a_run_measures_the_matrix_and_writes_its_report_and_history(capsys, tmp
     assert (run_dir / "plots" / "layers.png").is_file()
     listed = run_cli(capsys, "history", "--history", str(tmp_path / "history.sqlite"), "--json")
     assert json.loads(listed.out)[0]["id"] == run_dir.name
+    # the recorded run the report tests read has this fresh run's shape, so a schema change
+    # cannot leave it behind (tests/data/record_results.py records it again)
+    assert _shape(json.loads(RECORDED.read_text())) == _shape(results)
+
+
+def _shape(results: dict) -> dict:
+    """The keys of a results.json: its own, its run's, and each kind of row's."""
+    rows: dict[str, set[str]] = {}
+    for row in results["rows"]:
+        rows.setdefault(row["kind"], set()).update(row)
+    return {"top": set(results), "run": set(results["run"]), "rows": rows}
 
 
 def test_the_python_api_writes_what_the_cli_writes(tmp_path):

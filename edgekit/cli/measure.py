@@ -23,6 +23,7 @@ from edgekit.cli.options import (
     JsonOption,
     RoundsOption,
     SerialOption,
+    SessionsOption,
     ThreadsOption,
     XnnpackOption,
     device_options,
@@ -90,6 +91,7 @@ def bench(
     min_runs: Annotated[int, typer.Option("--min-runs")] = 50,
     min_seconds: Annotated[float, typer.Option("--min-seconds")] = 1.0,
     rounds: RoundsOption = 10,
+    sessions: SessionsOption = 1,
     baseline: Annotated[
         bool, typer.Option("--baseline/--no-baseline", help="measure the source model too")
     ] = True,
@@ -104,7 +106,10 @@ def bench(
 
     if not artifacts:
         raise UserInputError("bench: give one or more artifacts")
-    protocol = Protocol(warmup=warmup, min_runs=min_runs, min_seconds=min_seconds, rounds=rounds)
+    if sessions < 1:
+        raise UserInputError(f"bench: --sessions must be >= 1, got {sessions}")
+    protocol = Protocol(warmup=warmup, min_runs=min_runs, min_seconds=min_seconds, rounds=rounds,
+                        sessions=sessions)  # fmt: skip
     guard = NoiseGuard(enabled=noise_guard)
     options = device_options(serial, cpu, xnnpack)
     records = []
@@ -131,6 +136,7 @@ def _hints(records: list) -> dict[str, str]:
     items = [
         {"label": r.label, "target": r.target, "recipe": r.recipe, "device": r.device,
          "threads": r.threads, "rounds_ms": r.rounds_ms, "noise_band": r.noise_band,
+         "round_sessions": r.round_sessions,
          "path": r.artifact}
         for r in records
         if r.status == "ok" and r.artifact and r.traits.get("latency_comparable", True)

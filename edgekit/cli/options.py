@@ -50,6 +50,14 @@ ThreadsOption = Annotated[str, typer.Option("--threads", help="thread counts, e.
 RoundsOption = Annotated[
     int, typer.Option("--rounds", help="interleaved rounds, at least (each side one block each)")
 ]
+SessionsOption = Annotated[
+    int,
+    typer.Option(
+        "--sessions",
+        help="sessions the rounds are split into, every side reopened between them; the "
+        "intervals come from their spread (1: one session, intervals from the rounds)",
+    ),
+]
 AcrossOption = Annotated[
     bool,
     typer.Option(

@@ -39,6 +39,10 @@ def run(
     min_runs: Annotated[int | None, typer.Option("--min-runs")] = None,
     min_seconds: Annotated[float | None, typer.Option("--min-seconds")] = None,
     rounds: Annotated[int | None, typer.Option("--rounds", help="interleaved rounds")] = None,
+    sessions: Annotated[
+        int | None,
+        typer.Option("--sessions", help="sessions the rounds are split into (intervals' units)"),
+    ] = None,
     accuracy_aware: Annotated[
         bool | None,
         typer.Option(
@@ -98,6 +102,7 @@ def run(
         "min_runs": min_runs,
         "min_seconds": min_seconds,
         "rounds": rounds,
+        "sessions": sessions,
         "targets": None if targets is None else parse_targets(targets),
         "recipes": None if recipes is None else [r.name for r in parse_recipes(recipes)],
         "devices": None if devices is None else parse_devices(devices),

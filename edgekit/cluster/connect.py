@@ -82,6 +82,25 @@ def _join(ray: Any, address: str, runtime_env: dict[str, Any] | None = None) -> 
     with _quiet_stderr():
         ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR,
                  runtime_env=runtime_env)  # fmt: skip
+    _errors_to_stderr()
+
+
+def _errors_to_stderr() -> None:
+    """Ray's driver prints the cluster's error messages (a node's death among them) on stdout,
+    whatever ``log_to_driver`` says (``listen_error_messages`` in ray/_private/worker.py of the
+    pinned 2.60); stdout holds ``--json``'s document, so they go to stderr. The row that node
+    ran says what happened in edgekit's own words."""
+    from ray._private import worker
+
+    printer = worker.print_to_stdstream
+    if getattr(printer, "edgekit", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        printer({**data, "is_err": True} if data.get("pid") == "raylet" else data, ignore_prefix)
+
+    to_stderr.edgekit = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = to_stderr
 
 
 def rejoin(ray: Any, runtime_env: dict[str, Any]) -> None:

@@ -97,14 +97,19 @@ def _intro(results: Results) -> list[str]:
         "latency: p50/p90 of single timed invokes on a pre-staged input. On each device all "
         "artifacts and the baseline (the source model in its own framework, fp32) ran "
         "interleaved in rounds, so the speed-up and every ratio compare the same moments; the "
-        "brackets are 95% intervals from the paired rounds. An artifact counts as faster only "
-        "when that interval excludes 1. Drop is baseline top-1 minus artifact top-1, with a "
-        "paired bootstrap 95% interval.",
+        "brackets are 95% intervals over the paired rounds, widened by the noise band (how far "
+        "a second session of one file landed); with --sessions N, every side was reopened "
+        "between N sessions and they are prediction intervals over the sessions. An artifact "
+        "counts as faster only when that interval excludes 1. Drop is baseline top-1 minus "
+        "artifact top-1, with a paired bootstrap 95% interval.",
         "between runs: an interval covers this run's rounds and sessions, not how the machine "
         "drifts over the next half hour. On a shared VM, runs 15 minutes apart moved ratios "
-        "beyond their intervals (benchmarks/REPRODUCIBILITY.md, an Intel Xeon VM: speed-ups "
-        "over torch eager by up to 8 %, ratios between artifacts by up to 5 %): read a "
-        "difference smaller than that as a tie. benchmarks/reproduce.py measures your machine.",
+        "beyond their intervals, also with intervals over 4 sessions a run "
+        "(benchmarks/REPRODUCIBILITY.md, an Intel Xeon VM: speed-ups over torch eager by up "
+        "to 8 %, int8 and fp16 over their fp32 by up to 8 %, and the other runs' estimates "
+        "fell outside 24 % and 37 % of the intervals): on such a machine no ratio here "
+        "reproduces within its interval, so read a difference smaller than that as a tie. "
+        "benchmarks/reproduce.py measures your machine.",
     ]
     notes = sorted(
         {str(r.traits.get("note")) for r in results.rows if r.traits and not r.latency_comparable}

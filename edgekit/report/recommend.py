@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from edgekit.results import Row
-from edgekit.stats import paired_ratio, widen
+from edgekit.stats import ratio_interval
 
 
 def same_pool(a: Row, b: Row) -> bool:
@@ -30,8 +30,8 @@ def latency_ratio(a: Row, b: Row) -> tuple[float, tuple[float, float]] | None:
     """``a``'s latency over ``b``'s with its 95 % interval, when the two were interleaved."""
     if not same_pool(a, b):
         return None
-    ratio, interval = paired_ratio(a.rounds_ms, b.rounds_ms)
-    return ratio, widen(interval, max(a.noise_band or 0.0, b.noise_band or 0.0))
+    band = max(a.noise_band or 0.0, b.noise_band or 0.0)
+    return ratio_interval(a.rounds_ms, b.rounds_ms, a.round_sessions or None, band)
 
 
 def faster(a: Row, b: Row) -> bool:

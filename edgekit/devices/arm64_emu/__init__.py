@@ -52,6 +52,17 @@ class GuestTimer(WorkerTimer):
             tree.cleanup()
             raise
 
+    def reopen(self) -> GuestTimer:
+        """A new emulated process on the same staged tree, which goes with the last session."""
+        WorkerTimer.close(self)
+        request, sample, timeout_s, command, env = self._how
+        again = GuestTimer(self._tree, self.label, request, sample, timeout_s=timeout_s,
+                           command=command, env=env)  # fmt: skip
+        again.runtime = {**again.runtime, **{k: v for k, v in self.runtime.items()
+                                             if k not in again.runtime}}  # fmt: skip
+        again.load_ms, again.first_ms = self.load_ms, self.first_ms
+        return again
+
     def close(self) -> None:
         super().close()
         self._tree.cleanup()
