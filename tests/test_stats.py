@@ -1,12 +1,24 @@
-"""The statistics behind latency reports and accuracy gates, against hand-computed values."""
+"""The statistics behind latency reports and accuracy gates, against hand-computed values (each
+test here was written to kill mutants `make mutation` found alive)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from edgekit.metrics import compare_outputs, sqnr_db
-from edgekit.stats import latency_summary, mcnemar_exact, paired_bootstrap_drop
+from edgekit.stats import (
+    band_of,
+    latency_summary,
+    mcnemar_exact,
+    median_interval,
+    paired_bootstrap_drop,
+    paired_ratio,
+    ratio_interval,
+    session_ratio,
+    widen,
+)
 
 
 def test_latency_summary_of_known_samples():
@@ -51,3 +63,52 @@ def test_sqnr_and_output_comparison():
     )
     assert figures["max_abs_diff"] == 1.0 and figures["mean_abs_diff"] == pytest.approx(0.375)
     assert figures["top1_agreement"] == 1.0
+
+
+def test_the_default_trim_drops_a_tenth_at_each_end():
+    samples = np.array([1.0] * 18 + [100.0, 100.0])
+    assert latency_summary(samples)["trimmed_mean_ms"] == pytest.approx(1.0)
+
+
+def test_a_95_percent_bootstrap_interval_is_about_four_standard_errors_wide():
+    rng = np.random.default_rng(5)
+    baseline = np.ones(2000, dtype=bool)
+    artifact = rng.random(2000) >= 0.1  # loses about 10 % of the images
+    low, high = paired_bootstrap_drop(baseline, artifact)
+    error = 100.0 * np.sqrt(0.1 * 0.9 / 2000)  # the drop's standard error, in points
+    assert 3.6 * error < high - low < 4.3 * error  # 2 x 1.96 standard errors
+    narrow = paired_bootstrap_drop(baseline, artifact, confidence=0.5)
+    assert narrow[1] - narrow[0] < 0.5 * (high - low)
+
+
+def test_widening_adds_the_band_on_both_sides_in_ratio():
+    assert widen((0.9, 1.1), 0.1) == pytest.approx((0.9 / 1.1, 1.1 * 1.1))
+    assert widen((0.9, 1.1), None) == (0.9, 1.1) == widen((0.9, 1.1), 0.0)
+
+
+def test_the_band_is_the_farther_end_from_one():
+    assert band_of((0.95, 1.02)) == pytest.approx(0.05)
+    assert band_of((0.99, 1.08)) == pytest.approx(0.08)
+
+
+def test_a_session_interval_is_a_t_prediction_interval_over_session_means():
+    logs = np.array([0.1, 0.1, 0.2, 0.2, 0.3, 0.3])  # sessions' mean log ratios 0.1, 0.2, 0.3
+    sessions = [0, 0, 1, 1, 2, 2]
+    ratio, (low, high) = session_ratio(np.exp(logs), np.ones(6), sessions)
+    half = scipy_stats.t.ppf(0.975, 2) * 0.1 * np.sqrt(2.0 / 3.0)
+    assert ratio == pytest.approx(np.exp(0.2))
+    assert (low, high) == pytest.approx((np.exp(0.2 - half), np.exp(0.2 + half)))
+    assert ratio_interval(np.exp(logs), np.ones(6), sessions, band=0.5) == (ratio, (low, high))
+
+
+def test_one_session_is_the_paired_interval_widened_by_the_band():
+    a, b = [1.0, 1.1, 0.9, 1.05], [1.0, 1.0, 1.0, 1.0]
+    assert session_ratio(a, b, [0, 0, 0, 0]) == paired_ratio(a, b)
+    ratio, interval = paired_ratio(a, b)
+    assert ratio_interval(a, b, None, 0.1) == (ratio, pytest.approx(widen(interval, 0.1)))
+
+
+def test_a_median_interval_brackets_the_median_unless_nothing_varies():
+    low, high = median_interval([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
+    assert low < 4.0 < high
+    assert median_interval([2.0, 2.0, 2.0]) == (2.0, 2.0)
