@@ -8,10 +8,10 @@ its (run i's interval, run j's estimate) pairs hold. Writes benchmarks/REPRODUCI
 reproducibility.json.
 
     .venv/bin/python benchmarks/reproduce.py [--runs 3] [--gap 900] [--model mobilenet_v2]
-                                             [--lock /tmp/edgekit-timing.lock]
+                                             [--lock LOCKFILE]
 
 With ``--lock``, each run holds that file's lock (flock) while it runs: other jobs started as
-``flock /tmp/edgekit-timing.lock COMMAND`` use the gaps and never overlap a run."""
+``flock LOCKFILE COMMAND`` (the same file) use the gaps and never overlap a run."""
 
 from __future__ import annotations
 
