@@ -39,7 +39,12 @@ def profile_run(
     except EdgekitError as exc:  # a profiler that fails costs the section, not the run
         say(f"profile skipped: {exc}")
         return []
-    return [profile.to_dict() for profile in profiles]
+    # each profile names its file as the rows do, relative to the run directory: the folder it
+    # was profiled in is the run's temporary one, renamed when the run ends
+    return [
+        {**profile.to_dict(), "artifact": str(by_file[Path(profile.artifact).name].artifact)}
+        for profile in profiles
+    ]
 
 
 def profiles_itself(target: str) -> bool:

@@ -62,6 +62,8 @@ def test_a_run_measures_the_matrix_and_writes_its_report_and_history(capsys, tmp
     # the per-layer section: both artifacts profiled on the host CPU, named by module path
     profiles = {p["label"]: p for p in results["run"]["profiles"]}
     assert set(profiles) == {"onnx/fp32", "onnx/int8"}
+    for profile in profiles.values():  # named as the rows name their files
+        assert (run_dir / profile["artifact"]).is_file()
     assert "block2.dw" in {layer["name"] for layer in profiles["onnx/int8"]["layers"]}
     report = (run_dir / "report.md").read_text()
     assert "## Where the time goes" in report and "| block2.dw |" in report
