@@ -15,7 +15,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from edgekit.errors import UserInputError
-from edgekit.preprocess import Preprocess
+from edgekit.preprocess import Preprocess, resample_filter
 
 SPLIT_SEED = 20261130
 log = logging.getLogger("edgekit")
@@ -155,7 +155,7 @@ def check_images(spec: str, images: np.ndarray, pre: Preprocess, quiet: bool = F
         factor = max(pre.input_size[0] / size[0], pre.input_size[1] / size[1])
         log.warning(
             f"{spec}: images resized from {size[0]}x{size[1]} to "
-            f"{pre.input_size[0]}x{pre.input_size[1]} (bilinear, x{factor:.2g}) for the model"
+            f"{pre.input_size[0]}x{pre.input_size[1]} ({pre.resample}, x{factor:.2g}) for the model"
         )
 
 
@@ -203,6 +203,7 @@ def _image_folder(root: Path, pre: Preprocess) -> tuple[np.ndarray, np.ndarray, 
     else:
         index_of = {name: position for position, name in enumerate(names)}
     height, width = pre.input_size
+    method = resample_filter(pre.resample)  # the model's own filter (a preprocessor config's)
     images, labels = [], []
     for folder in folders:
         files = sorted(f for f in folder.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
@@ -210,7 +211,7 @@ def _image_folder(root: Path, pre: Preprocess) -> tuple[np.ndarray, np.ndarray, 
             try:
                 with Image.open(file) as image:
                     mode = "L" if pre.channels == 1 else "RGB"
-                    image = image.convert(mode).resize((width, height), Image.Resampling.BILINEAR)
+                    image = image.convert(mode).resize((width, height), method)
                     array = np.asarray(image, np.float32) / 255.0
             except (UnidentifiedImageError, OSError, ValueError) as exc:
                 raise UserInputError(f"{file}: image does not decode ({exc})") from None

@@ -5,7 +5,9 @@ A model spec is one of:
 - ``package.module:factory``, optionally with a state-dict file loaded with ``weights_only=True``;
 - a ``.pt2`` file saved with ``torch.export.save``;
 - a Keras ``.keras`` file;
-- an ``.onnx`` file (:mod:`edgekit.targets.onnx.source`).
+- an ``.onnx`` file (:mod:`edgekit.targets.onnx.source`);
+- a Hugging Face ``save_pretrained`` folder (:mod:`edgekit.huggingface`, as a factory's
+  transformers model is).
 
 A ``module:factory`` model that does not declare its input shape takes it from ``--input-shape``,
 else from the dataset (said in a warning).
@@ -50,6 +52,12 @@ def load_model(
     if spec.startswith("zoo:"):
         raise UserInputError(f"{spec}: no such zoo model (have: {', '.join(zoo.ZOO)})")
     path = Path(spec)
+    if path.is_dir():
+        if weights is not None:
+            raise UserInputError(f"{spec}: a model folder brings its own weights; drop --weights")
+        from edgekit.huggingface import load_folder
+
+        return load_folder(path, input_shape, quiet=quiet)
     if path.suffix == ".pt2":
         return _load_exported_program(path)
     if path.suffix in (".keras", ".h5"):
@@ -58,9 +66,11 @@ def load_model(
     if loader is not None:
         return _load_model_file(path, loader, foreign, input_shape)
     if ":" in spec and not path.exists():
-        return _load_factory(spec, weights, input_shape, data)
+        return _load_factory(spec, weights, input_shape, data, quiet)
     if path.exists():
-        raise UserInputError(f"{spec}: unknown model file type (expected .pt2, .keras or .onnx)")
+        raise UserInputError(
+            f"{spec}: unknown model file type (expected .pt2, .keras, .onnx or a model folder)"
+        )
     raise UserInputError(
         f"{spec}: not a zoo model, a file, or package.module:factory (zoo: {', '.join(zoo.ZOO)})"
     )
@@ -122,9 +132,10 @@ def _output_width(module: Any, input_shape: tuple[int, int, int], spec: str) -> 
             f"({type(exc).__name__}: {first_line(exc)}); pass --input-shape"
         ) from None
     if not hasattr(out, "shape") or out.ndim != 2 or out.shape[-1] < 2:
+        got = tuple(out.shape) if hasattr(out, "shape") else f"(a {type(out).__name__})"
         raise UserInputError(
-            f"{spec}: the model's output {tuple(getattr(out, 'shape', ()))} is not one vector "
-            "of class scores per image"
+            f"{spec}: the model's output {got} is not one vector of class scores per image "
+            "(a tensor of shape (N, classes))"
         )
     return int(out.shape[-1])
 
@@ -164,27 +175,39 @@ def _load_factory(
     weights: str | Path | None,
     input_shape: tuple[int, int, int] | None,
     data: str | None = None,
+    quiet: bool = False,
 ) -> SourceModel:
     import torch
+
+    from edgekit import huggingface
+    from edgekit.native import quiet_user_code
 
     module_name, _, attr = spec.partition(":")
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # a user's own module beside their project
     try:
-        factory = getattr(importlib.import_module(module_name), attr)
+        with quiet_user_code():  # what the user's imports (transformers, torchao) log
+            factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise UserInputError(f"{spec}: cannot import the factory ({exc})") from None
     try:
-        module = factory()
+        with quiet_user_code():
+            module = factory()
     except Exception as exc:
         raise UserInputError(f"{spec}: the factory raised {type(exc).__name__}: {exc}") from None
     if not isinstance(module, torch.nn.Module):
         raise UserInputError(f"{spec}: the factory returned {type(module).__name__}, not nn.Module")
     if weights is not None:
         _load_state_dict(module, Path(weights))
+    notes: list[str] = []
+    if huggingface.takes_pixel_values(module):  # a transformers model: its ModelOutput's logits
+        module, notes = huggingface.as_classifier(module, _declared(module, spec), spec, quiet)
     module.eval()
-    input_shape, notes = _shape_from_data(module, spec, input_shape, data)
+    input_shape, shape_notes = _shape_from_data(module, spec, input_shape, data)
     preprocess = _preprocess_from(module, input_shape, spec)
+    if notes:
+        preprocess = huggingface.noted(preprocess, module, [*notes, *shape_notes])
+    notes += shape_notes
     options: dict[str, Any] = {}
     if weights is not None:
         options["weights"] = str(Path(weights).resolve())

@@ -113,6 +113,31 @@ def quiet_python(
                 os.environ[key] = value
 
 
+VERBOSE_ENV = "EDGEKIT_VERBOSE"
+# Loggers of the libraries a user's model imports (transformers pulls in torchao and torch's
+# pytree): their import-time chatter says nothing about the user's model.
+USER_CODE_LOGGERS = ("transformers", "torchao", "torch.utils._pytree")
+
+
+def verbose() -> bool:
+    """``EDGEKIT_VERBOSE=1``: the libraries' chatter is shown, nothing filtered."""
+    return os.environ.get(VERBOSE_ENV, "").strip() not in ("", "0")
+
+
+@contextlib.contextmanager
+def quiet_user_code() -> Iterator[None]:
+    """Around a user's model code (its import, its factory, ``from_pretrained``): the loggers of
+    the libraries it imports raised to ERROR, their deprecation warnings ignored; errors and
+    anything else still get through. ``verbose()`` shows every warning, the CLI's too."""
+    if verbose():
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")  # the CLI ignores warnings; verbose asks for them
+            yield
+        return
+    with quiet_python(loggers=USER_CODE_LOGGERS):
+        yield
+
+
 class DropMessages(logging.Filter):
     """Drops log records whose message contains one of ``fragments`` (known-harmless noise)."""
 

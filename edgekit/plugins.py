@@ -26,10 +26,10 @@ def load_plugins() -> None:
     for name in plugin_modules():
         if name in _loaded:
             continue
-        _loaded.add(name)
         try:
             importlib.import_module(name)
-        except Exception as exc:
+        except Exception as exc:  # said again by every later call: never silently dropped
             raise UserInputError(
                 f"plugin {name}: does not import ({type(exc).__name__}: {first_line(exc)})"
             ) from None
+        _loaded.add(name)

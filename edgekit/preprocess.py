@@ -26,6 +26,7 @@ class Preprocess:
     layout: str = "NCHW"
     notes: dict[str, Any] = field(default_factory=dict)
     scale: float = 1.0  # images in [0, 1] are multiplied by it first (255: a 0..255 model)
+    resample: str = "bilinear"  # Pillow's filter for resizing images to input_size
 
     @property
     def num_classes(self) -> int:
@@ -38,7 +39,7 @@ class Preprocess:
 
     def apply(self, images: np.ndarray) -> np.ndarray:
         """(N, H, W, C) images in [0, 1] -> normalised NCHW float32 at the model's input size."""
-        images = resize_images(to_channels(images, self.channels), self.input_size)
+        images = resize_images(to_channels(images, self.channels), self.input_size, self.resample)
         mean = np.asarray(self.mean, np.float32).reshape(1, 1, 1, -1)
         std = np.asarray(self.std, np.float32).reshape(1, 1, 1, -1)
         normalised = (images * np.float32(self.scale) - mean) / std
@@ -77,22 +78,30 @@ def to_channels(images: np.ndarray, channels: int) -> np.ndarray:
     raise ValueError(f"cannot convert {have}-channel images to {channels} channels")
 
 
-def resize_images(images: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """Bilinear resize of (N, H, W, C) float images with Pillow, channel by channel."""
+def resize_images(
+    images: np.ndarray, size: tuple[int, int], resample: str = "bilinear"
+) -> np.ndarray:
+    """Resize (N, H, W, C) float images with Pillow's ``resample`` filter, channel by channel."""
     height, width = size
     if images.shape[1:3] == (height, width):
         return images.astype(np.float32, copy=False)
+    method = resample_filter(resample)
     out = np.empty((images.shape[0], height, width, images.shape[3]), np.float32)
     for index, image in enumerate(images):
         for channel in range(image.shape[2]):
             plane = Image.fromarray(np.ascontiguousarray(image[..., channel], np.float32), mode="F")
-            out[index, ..., channel] = np.asarray(
-                plane.resize((width, height), Image.Resampling.BILINEAR)
-            )
+            out[index, ..., channel] = np.asarray(plane.resize((width, height), method))
     return out
 
 
+def resample_filter(name: str) -> Image.Resampling:
+    """Pillow's filter for a resample name (RESAMPLES)."""
+    return Image.Resampling[name.upper()]
+
+
 LAYOUTS = ("NCHW", "NHWC")
+# Pillow's resize filters, by the names manifests keep (Hugging Face image processors name one)
+RESAMPLES = ("nearest", "bilinear", "bicubic", "lanczos", "box", "hamming")
 
 
 def preprocess_from_config(config: dict[str, Any], where: str) -> Preprocess:
@@ -146,6 +155,9 @@ def preprocess_from_config(config: dict[str, Any], where: str) -> Preprocess:
     scale = config.get("scale", 1.0)
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
         raise fail(f"'scale' must be a positive number, got {scale!r}")
+    resample = config.get("resample", "bilinear")  # manifests from before it was kept: bilinear
+    if resample not in RESAMPLES:
+        raise fail(f"'resample' must be one of {', '.join(RESAMPLES)}, got {resample!r}")
     return Preprocess(
         input_size=(int(size[0]), int(size[1])),
         channels=int(channels),
@@ -154,4 +166,5 @@ def preprocess_from_config(config: dict[str, Any], where: str) -> Preprocess:
         class_names=tuple(str(n) for n in names),
         layout=layout,
         scale=float(scale),
+        resample=resample,
     )

@@ -242,3 +242,27 @@ def test_output_piped_into_head_ends_quietly():
                               stderr=subprocess.PIPE, timeout=60, check=False)  # fmt: skip
         os.close(write_end)
         assert done.returncode == 0 and done.stderr == b"", (args, done.stderr)
+
+
+def test_a_plugin_that_does_not_import_is_one_line_on_every_command_that_needs_it(tmp_path):
+    """EDGEKIT_PLUGINS naming a module that is not there: --help still works, and a command
+    that needs the registries says which plugin, once, with exit 2 (it once crashed at import)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    edgekit = str(Path(sys.executable).with_name("edgekit"))
+    env = {**os.environ, "EDGEKIT_PLUGINS": "no_such_plugin_module"}
+
+    def call(*args):
+        return subprocess.run([edgekit, *args], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=120)  # fmt: skip
+
+    assert call("--help").returncode == 0
+    done = call("export", "--target", "onnx")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [
+        "edgekit: error: plugin no_such_plugin_module: does not import "
+        "(ModuleNotFoundError: No module named 'no_such_plugin_module')"
+    ]
+    assert not list(tmp_path.iterdir())  # nothing written

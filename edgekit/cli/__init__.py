@@ -2,7 +2,7 @@
 
 Every user error is one line on stderr and an exit code that means one thing (0 done, 1 a gate,
 a validation or a measurement failed, 2 bad input or a missing device, 130 interrupted);
-``--debug`` shows the traceback instead."""
+``--debug`` shows the traceback instead, and ``--verbose`` the libraries' own log lines."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from edgekit.cli import audit, cluster, export, machine, measure, profile, qdebu
 from edgekit.cli.app import app
 from edgekit.cli.console import err_console
 from edgekit.errors import EdgekitError
+from edgekit.native import VERBOSE_ENV
 
 __all__ = ["app", "main"]
 
@@ -73,7 +74,10 @@ def main() -> None:
     debug = "--debug" in sys.argv[1:]
     if debug:
         sys.argv.remove("--debug")
-    else:
+    if "--verbose" in sys.argv[1:]:  # the libraries' own chatter, unfiltered (children too)
+        sys.argv.remove("--verbose")
+        os.environ[VERBOSE_ENV] = "1"
+    if not debug and os.environ.get(VERBOSE_ENV) != "1":
         warnings.filterwarnings("ignore")
     try:
         code = typer.main.get_command(app).main(standalone_mode=False, prog_name="edgekit")

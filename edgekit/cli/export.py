@@ -18,12 +18,13 @@ from edgekit.cli.options import (
     ModelOption,
     ShapeOption,
     WeightsOption,
+    choices,
     parse_csv,
     parse_shape,
     with_foreign_options,
 )
 from edgekit.errors import UserInputError
-from edgekit.targets import DEFAULT_TARGET, target_names
+from edgekit.targets import DEFAULT_TARGET, TARGET_MODULES, target_names
 
 
 def chosen_recipes(recipe: str | None, int8: bool, fp16: bool, int8_dynamic: bool) -> list:
@@ -45,7 +46,7 @@ def chosen_recipes(recipe: str | None, int8: bool, fp16: bool, int8_dynamic: boo
 @with_foreign_options
 def export(
     target: Annotated[
-        str, typer.Option("--target", "-t", help=", ".join(target_names()) + ", or all")
+        str, typer.Option("--target", "-t", help=choices(target_names, TARGET_MODULES) + ", or all")
     ] = DEFAULT_TARGET,
     recipe: Annotated[
         str | None, typer.Option("--recipe", "-r", help="fp32, fp16, int8, int8-dynamic, or all")

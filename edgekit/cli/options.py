@@ -5,17 +5,23 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from edgekit.devices import device_names
+from edgekit.devices import DEVICE_MODULES, device_names
 from edgekit.errors import UserInputError
 
 ModelOption = Annotated[
-    str, typer.Option("--model", "-m", help="zoo name, module:factory, .pt2 or .keras")
+    str,
+    typer.Option(
+        "--model",
+        "-m",
+        help="zoo name, module:factory, .pt2, .keras, .onnx, or a Hugging Face save_pretrained "
+        "folder",
+    ),
 ]
 DataOption = Annotated[
     str, typer.Option("--data", "-d", help="digits, a class-folder directory or .npz")
@@ -29,7 +35,18 @@ ShapeOption = Annotated[
 ArtifactsArgument = Annotated[
     list[Path] | None, typer.Argument(help="artifact files (.tflite, .pte, .onnx)")
 ]
-DeviceOption = Annotated[str, typer.Option("--device", help=", ".join(device_names()))]
+
+
+def choices(names: Callable[[], list[str]], built_in: Iterable[str]) -> str:
+    """An option's help list: ``names()`` (plugins included), or the built-in names while a
+    plugin does not import; the command itself then says which plugin, in one line."""
+    try:
+        return ", ".join(names())
+    except UserInputError:
+        return ", ".join(built_in)
+
+
+DeviceOption = Annotated[str, typer.Option("--device", help=choices(device_names, DEVICE_MODULES))]
 HistoryOption = Annotated[
     Path | None, typer.Option("--history", help="sqlite file (default ~/.edgekit/history.sqlite)")
 ]
