@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.edgekit-installed
 
-.PHONY: demo test figures mutation install format clean
+.PHONY: demo test docs figures mutation install format clean
 
 # From scratch (--clear) whenever the pins change, so the venv holds the lock and nothing older.
 # onnx2torch (an .onnx source to tflite/executorch) goes to a folder of the venv's own, like a
@@ -32,9 +32,16 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 	store=$$(mktemp -d) && trap 'rm -rf "$$store"' EXIT && \
 	  EDGEKIT_TEST_STORE=$$store $(VENV)/bin/pytest -n 2 --dist loadfile -m "not timing" && \
 	  EDGEKIT_TEST_STORE=$$store $(VENV)/bin/pytest -p no:xdist -m timing
+
+# the documentation site (mkdocs.yml, docs/): built strictly into site/, then served on
+# http://127.0.0.1:8000 until Ctrl-C
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict --dev-addr 127.0.0.1:8000
 
 # every figure of README.md and benchmarks/*.md, remade on this machine (about an hour)
 figures: $(STAMP)
@@ -52,4 +59,4 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .venv-mutation edgekit-artifacts runs .pytest_cache
+	rm -rf $(VENV) .venv-mutation edgekit-artifacts runs .pytest_cache site

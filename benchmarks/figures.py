@@ -1,6 +1,7 @@
-"""Every figure the README shows, made by one command (``make figures``): each block between
-``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->`` in README.md is rewritten from what a
-command printed on this machine, and ends with the machine that made it. The benchmark tables
+"""Every figure the README and the docs show, made by one command (``make figures``): each block
+between ``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->`` in README.md or a page under
+docs/ is rewritten from what a command printed on this machine, and ends with the machine that
+made it. The benchmark tables
 (benchmarks/*.md) are written by their own scripts, which this runs first.
 
     .venv/bin/python benchmarks/figures.py [--only export,arm64,...] [--skip-benchmarks]
@@ -27,6 +28,7 @@ from edgekit.targets import runtime_versions
 
 ROOT = HERE.parent
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]  # where figure blocks may live
 EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
 TESTS = ROOT / "tests"
 
@@ -313,12 +315,22 @@ BLOCKS = {
 }
 
 
+def block_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(<!-- figures:{name} -->\n).*?(<!-- /figures:{name} -->)", re.S)
+
+
+def page_of(name: str) -> Path:
+    """The one page (README.md or docs/**.md) that holds block ``name``."""
+    holders = [page for page in PAGES if block_pattern(name).search(page.read_text())]
+    if len(holders) != 1:
+        where = ", ".join(str(p.relative_to(ROOT)) for p in holders) or "no page"
+        raise SystemExit(f"<!-- figures:{name} --> must be in exactly one page, found: {where}")
+    return holders[0]
+
+
 def replace_block(text: str, name: str, lines: list[str]) -> str:
-    pattern = re.compile(rf"(<!-- figures:{name} -->\n).*?(<!-- /figures:{name} -->)", re.S)
-    if not pattern.search(text):
-        raise SystemExit(f"README.md has no <!-- figures:{name} --> block")
     body = "\n".join([*lines, "", provenance()]) + "\n"
-    return pattern.sub(lambda match: match.group(1) + body + match.group(2), text)
+    return block_pattern(name).sub(lambda match: match.group(1) + body + match.group(2), text)
 
 
 def main() -> None:
@@ -337,6 +349,7 @@ def main() -> None:
             "cluster.py",
         ):
             subprocess.run([sys.executable, str(HERE / script)], check=True)
+    pages = {name: page_of(name) for name in names}  # every block found before anything runs
     with tempfile.TemporaryDirectory(prefix="edgekit-figures-") as tmp:
         work = Path(tmp)
         if any(name in names for name in ("arm64",)) and "export" not in names:
@@ -345,8 +358,9 @@ def main() -> None:
             print(f"figures: {name}", flush=True)
             lines = BLOCKS[name](work)
             # each block lands as soon as it is made: a later block that fails loses nothing
-            write_bytes_atomic(README, replace_block(README.read_text(), name, lines).encode())
-    print("wrote README.md")
+            page = pages[name]
+            write_bytes_atomic(page, replace_block(page.read_text(), name, lines).encode())
+            print(f"wrote {page.relative_to(ROOT)}", flush=True)
 
 
 if __name__ == "__main__":

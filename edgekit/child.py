@@ -86,6 +86,7 @@ class WorkerProcess:
             self.kill()
             raise ChildFailed(f"timed out after {limit:.0f} s (killed)") from None
         if line is None:
+            self._lines.put(None)  # the stream stays ended: a later receive() must not wait
             raise ChildFailed(self._exit_reason())
         reply = json.loads(line)
         if reply.get("event") == "error":

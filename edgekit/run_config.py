@@ -40,6 +40,7 @@ class RunConfig:
     data_for: dict[str, str] = field(default_factory=dict)  # model spec -> its dataset
     profile: bool = True  # the report's per-layer section: host-CPU artifacts, first thread count
     profile_runs: int = 30  # profiled invokes per artifact
+    export_cache: bool = True  # reuse an export of the same inputs on this machine (export_cache)
 
     def model_specs(self) -> list[str]:
         """The run's models: ``model`` holds one or several, comma-separated."""

@@ -27,7 +27,11 @@ from stand_ins import stand_in_adb_env
 
 EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
 QUICK = ["--rounds", "3", "--min-runs", "5", "--min-seconds", "0.05"]
-MATRIX = ["--targets", "tflite", "--recipes", "fp32", "--no-profile", *QUICK]
+# plumbing, not a measurement: without the noise guard the scenario may run beside other tests
+PLUMBING = Path(tempfile.mkdtemp(prefix="ek-scenario-")) / "edgekit.toml"
+PLUMBING.write_text("[run]\nnoise_guard = false\n")
+MATRIX = ["--config", str(PLUMBING), "--targets", "tflite", "--recipes", "fp32", "--no-profile",
+          *QUICK]  # fmt: skip
 # a user's project: its model module (with a helper beside it), and a folder of other code
 USER = Path(__file__).resolve().parent / "cluster_user_model"
 USER_MODEL = "driver_only_net:tiny_cnn"
@@ -44,8 +48,13 @@ def loopback_up() -> None:
         fcntl.ioctl(sock, 0x8914, struct.pack("16sH", b"lo", flags | 0x1))
 
 
+STEP_SECONDS: list[list] = []  # each command's wall time, written beside what it saw
+
+
 def edgekit(*args: str, env: dict | None = None, check: bool = False) -> dict:
+    started = time.monotonic()
     done = subprocess.run([EDGEKIT, *args], capture_output=True, text=True, env=env, timeout=600)
+    STEP_SECONDS.append([" ".join(args[:2]), round(time.monotonic() - started, 1)])
     if check and done.returncode != 0:
         raise SystemExit(f"edgekit {' '.join(args)}: exit {done.returncode}\n{done.stderr[-3000:]}")
     return {"code": done.returncode, "out": done.stdout, "err": done.stderr}
@@ -105,8 +114,9 @@ def main(out: Path) -> None:
         # names are RayConfig entries of the pinned Ray, each settable as RAY_<name>.
         "RAY_health_check_initial_delay_ms": "0",
         "RAY_health_check_period_ms": "500",
-        "RAY_health_check_timeout_ms": "1000",
-        "RAY_health_check_failure_threshold": "2",
+        # generous enough for a node on a machine busy with other tests
+        "RAY_health_check_timeout_ms": "2000",
+        "RAY_health_check_failure_threshold": "3",
     }
     adb = stand_in_adb_env(out / "phone")
     phone = {**base, **adb, "PATH": f"{adb.pop('PATH_PREFIX')}{os.pathsep}{os.environ['PATH']}"}
@@ -203,6 +213,7 @@ def main(out: Path) -> None:
     finally:
         pids = [json.loads(p.read_text())["pid"] for p in state.glob("*.json")]
         stopped = edgekit("cluster", "stop", env=base)
+        seen["step_seconds"] = STEP_SECONDS
         seen["stop"] = {"code": stopped["code"], "pids": pids,
                         "alive": [pid for pid in pids if _alive(pid)]}  # fmt: skip
         (out / "scenario.json").write_text(json.dumps(seen, indent=1))

@@ -109,13 +109,16 @@ def artifact_store(tmp_path_factory) -> Path:
 def export_digits(digits_model, digits_data, artifact_store):
     """``export_digits(target, recipe, io="float32")`` -> Artifact, exported once per test run
     (across parallel workers, behind a file lock). Shared files must stay as exported: a test
-    that damages one in place, instead of a copy, fails the session's teardown by name."""
+    that damages one in place, instead of a copy, fails the session's teardown by name. Beside
+    each artifact, ``info.json`` holds what the target itself reported (its raw ExportInfo)."""
     import hashlib
+    import json
 
     from filelock import FileLock
 
     from edgekit.artifact import load_artifact
     from edgekit.export import export_artifact
+    from edgekit.targets import get_target
 
     loaded, digests = {}, {}
 
@@ -131,9 +134,23 @@ def export_digits(digits_model, digits_data, artifact_store):
         with FileLock(str(folder) + ".lock"):
             if not done.is_file():
                 folder.mkdir(exist_ok=True)
-                result = export_artifact(
-                    digits_model, digits_data, target, recipe, folder, io_dtype=io
-                )
+                plugin = get_target(target)
+                reported = []
+
+                def recording(request, real=plugin.export):
+                    reported.append(real(request))
+                    return reported[-1]
+
+                with pytest.MonkeyPatch.context() as patch:
+                    patch.setattr(plugin, "export", recording)
+                    result = export_artifact(
+                        digits_model, digits_data, target, recipe, folder, io_dtype=io
+                    )
+                [info] = reported
+                (folder / "info.json").write_text(json.dumps({
+                    "input": info.input.to_dict(), "output": info.output.to_dict(),
+                    "details": info.details, "warnings": info.warnings,
+                }))  # fmt: skip
                 done.write_text(result.artifact.path.name)
         loaded[key] = load_artifact(folder / done.read_text())
         for path in folder.iterdir():
@@ -143,3 +160,78 @@ def export_digits(digits_model, digits_data, artifact_store):
     yield export
     changed = [str(path) for path, before in digests.items() if digest(path) != before]
     assert not changed, f"a test changed shared artifacts in place (copy them first): {changed}"
+
+
+@pytest.fixture(scope="session")
+def digits_export(export_digits):
+    """``digits_export(target, recipe, io="float32")`` -> (path, manifest, ExportInfo): a stored
+    artifact of ``export_digits`` with what its target reported, as target tests read it."""
+    import json
+
+    from edgekit.targets.base import ExportInfo, TensorSpec
+
+    def get(target: str, recipe: str, io: str = "float32"):
+        artifact = export_digits(target, recipe, io)
+        raw = json.loads((artifact.path.parent / "info.json").read_text())
+        info = ExportInfo(
+            TensorSpec.from_dict(raw["input"]), TensorSpec.from_dict(raw["output"]),
+            raw["details"], raw["warnings"],
+        )  # fmt: skip
+        return artifact.path, artifact.manifest, info
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def keras_digits_files(artifact_store) -> dict:
+    """A Keras digits CNN's TFLiteConverter files (fp32, dynamic, fp16, int8 I/O), a float file
+    ending in CUMSUM (an op XNNPACK does not take), and the Keras model's own top-1 on edgekit's
+    evaluation split under ``"own_top1"``: made once per test run, behind a file lock."""
+    import json
+
+    import foreign_files
+    import numpy as np
+    from filelock import FileLock
+
+    folder = artifact_store / "keras-digits"
+    done = folder / "made.json"
+    with FileLock(str(folder) + ".lock"):
+        if not done.is_file():
+            from edgekit.data import load_dataset
+            from edgekit.preprocess import Preprocess
+
+            folder.mkdir(exist_ok=True)
+            model = foreign_files.keras_digits()
+            files = foreign_files.tflite_files(model, folder)
+            files["cumsum"] = foreign_files.tflite_with_a_fallback_op(folder)
+            split = load_dataset(
+                "digits", Preprocess((8, 8), 1, (0.0,), (1.0,), tuple("0123456789"))
+            )
+            x = split.evaluation.x.transpose(0, 2, 3, 1)
+            own = float(np.mean(np.argmax(model.predict(x, verbose=0), 1) == split.evaluation.y))
+            made = {name: path.name for name, path in files.items()}
+            done.write_text(json.dumps({"files": made, "own_top1": own}))
+    made = json.loads(done.read_text())
+    return {**{name: folder / file for name, file in made["files"].items()},
+            "own_top1": made["own_top1"]}  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def digits_foreign_pte(digits_model, artifact_store):
+    """``digits_foreign_pte(xnnpack=True)`` -> a .pte of the default model made with
+    ExecuTorch's own API, as a user would (no manifest): once per test run, behind a lock."""
+    import foreign_files
+    from filelock import FileLock
+
+    def made(xnnpack: bool = True) -> Path:
+        path = artifact_store / f"foreign-{'xnnpack' if xnnpack else 'portable'}.pte"
+        with FileLock(str(path) + ".lock"):
+            if not path.is_file():
+                partial = path.with_name(path.name + ".partial")
+                foreign_files.executorch_pte(
+                    digits_model.module, digits_model.example_input(), partial, xnnpack=xnnpack
+                )
+                partial.rename(path)
+        return path
+
+    return made

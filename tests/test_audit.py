@@ -12,11 +12,9 @@ from cli_helpers import run_cli
 
 
 @pytest.fixture(scope="module")
-def converter_files(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tflite")
-    files = foreign_files.tflite_files(foreign_files.keras_digits(), folder)
-    files["cumsum"] = foreign_files.tflite_with_a_fallback_op(folder)
-    return files
+def converter_files(keras_digits_files):
+    """TFLiteConverter's files of a Keras model, and one with a fallback op (``cumsum``)."""
+    return keras_digits_files
 
 
 def _audit(capsys, *args):
@@ -114,13 +112,11 @@ def test_a_third_party_zoo_file_is_described(capsys):
     assert report["compute"]["fp32"]["macs"] > 300_000_000  # SqueezeNet 1.0: ~0.35 GMAC
 
 
-def test_a_plain_executorch_file_without_xnnpack_is_not_delegated(capsys, tmp_path, digits_model):
-    bare = foreign_files.executorch_pte(digits_model.module, digits_model.example_input(),
-                                        tmp_path / "portable.pte", xnnpack=False)  # fmt: skip
+def test_a_plain_executorch_file_without_xnnpack_is_not_delegated(capsys, digits_foreign_pte):
+    bare = digits_foreign_pte(xnnpack=False)
     result, [reason] = _audit(capsys, str(bare), "--require-full-delegation")
     assert result.code == 1
     assert "aten::convolution.out (portable kernels)" in reason
-    lowered = foreign_files.executorch_pte(digits_model.module, digits_model.example_input(),
-                                           tmp_path / "xnnpack.pte")  # fmt: skip
+    lowered = digits_foreign_pte(xnnpack=True)
     result, reasons = _audit(capsys, str(lowered), "--require-full-delegation", "--expect", "fp32")
     assert result.code == 0 and not reasons, result.out

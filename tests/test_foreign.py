@@ -16,19 +16,11 @@ QUICK = ["--rounds", "3", "--min-runs", "5", "--min-seconds", "0.05", "--warmup"
 
 
 @pytest.fixture(scope="module")
-def keras_made(tmp_path_factory):
-    """A Keras model, TFLiteConverter's files of it, and its own top-1 on edgekit's
-    evaluation split (the half of digits edgekit evaluates on)."""
-    from edgekit.data import load_dataset
-    from edgekit.preprocess import Preprocess
-
-    folder = tmp_path_factory.mktemp("keras")
-    model = foreign_files.keras_digits()
-    files = foreign_files.tflite_files(model, folder)
-    split = load_dataset("digits", Preprocess((8, 8), 1, (0.0,), (1.0,), tuple("0123456789")))
-    x = split.evaluation.x.transpose(0, 2, 3, 1)
-    own = float(np.mean(np.argmax(model.predict(x, verbose=0), 1) == split.evaluation.y))
-    return files, own, folder
+def keras_made(keras_digits_files):
+    """TFLiteConverter's files of a Keras model, its own top-1 on edgekit's evaluation split
+    (the half of digits edgekit evaluates on), and their folder."""
+    files = {k: v for k, v in keras_digits_files.items() if k != "own_top1"}
+    return files, keras_digits_files["own_top1"], files["fp32"].parent
 
 
 @pytest.fixture(scope="module")
@@ -104,10 +96,8 @@ def test_edgekit_toml_describes_the_file(
 
 
 @pytest.mark.timing
-def test_a_plain_executorch_file_runs(capsys, tmp_path, digits_model, digits_names, baseline_top1):
-    pte = foreign_files.executorch_pte(
-        digits_model.module, digits_model.example_input(), tmp_path / "digits.pte"
-    )
+def test_a_plain_executorch_file_runs(capsys, digits_foreign_pte, digits_names, baseline_top1):
+    pte = digits_foreign_pte(xnnpack=True)
     args = ["--mean", "0.5", "--std", "0.5", "--class-names", digits_names]
     [record] = _json(capsys, "eval", str(pte), *args)
     assert abs(record["top1"] - baseline_top1) < 0.0012

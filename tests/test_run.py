@@ -75,6 +75,30 @@ def test_a_run_measures_the_matrix_and_writes_its_report_and_history(capsys, tmp
     assert _shape(json.loads(RECORDED.read_text())) == _shape(results)
 
 
+def test_a_second_run_copies_the_exports_of_the_first_and_says_so(capsys, tmp_path, monkeypatch):
+    import edgekit.export_cache as export_cache
+
+    monkeypatch.setattr(export_cache, "store_dir", lambda: tmp_path / "exports")
+    matrix = ("--targets", "onnx", "--recipes", "fp32", "--devices", "cpu", "--no-profile")
+    runs = []
+    for extra in ((), (), ("--no-export-cache",)):
+        result = _run(capsys, tmp_path, *matrix, *extra)
+        assert result.code == 0, result.err
+        runs.append(Path(json.loads(result.out)["run_dir"]))
+    reused = [
+        [
+            e["reused"]
+            for e in json.loads((d / "results.json").read_text())["run"]["phases"]["exports"]
+        ]
+        for d in runs
+    ]
+    assert reused == [[False], [True], [False]]
+    manifests = [json.loads(next((d / "artifacts").glob("*.onnx.json")).read_text()) for d in runs]
+    assert manifests[1]["reused"]["made"] == manifests[0]["created"]
+    assert manifests[1]["file"]["sha256"] == manifests[0]["file"]["sha256"]
+    assert "reused" not in manifests[2]
+
+
 def _shape(results: dict) -> dict:
     """The keys of a results.json: its own, its run's, and each kind of row's."""
     rows: dict[str, set[str]] = {}

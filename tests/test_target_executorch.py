@@ -37,13 +37,10 @@ def target():
 
 
 @pytest.fixture(scope="module")
-def artifacts(target, digits_model, calibration, tmp_path_factory):
-    """Every recipe exported once: recipe -> (path, manifest, ExportInfo)."""
-    folder = tmp_path_factory.mktemp("executorch")
-    made = {}
-    for recipe in BOUNDS:
-        made[recipe] = export_raw(target, digits_model, recipe, folder, calibration=calibration.x)
-    return made
+def artifacts(digits_export):
+    """Every recipe from the session's store (exported once per test run, calibration 200):
+    recipe -> (path, manifest, ExportInfo)."""
+    return {recipe: digits_export("executorch", recipe) for recipe in BOUNDS}
 
 
 @pytest.mark.parametrize("recipe", list(BOUNDS))

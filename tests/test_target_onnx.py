@@ -27,12 +27,11 @@ def target():
 
 
 @pytest.fixture(scope="module")
-def artifacts(target, digits_model, calibration, tmp_path_factory):
-    """Each recipe exported once for the module: recipe -> (path, manifest, ExportInfo)."""
-    directory = tmp_path_factory.mktemp("onnx")
+def artifacts(digits_export):
+    """Each recipe from the session's store (exported once per test run, calibration 200):
+    recipe -> (path, manifest, ExportInfo)."""
     return {
-        recipe: export(target, digits_model, recipe, directory, calibration=calibration.x)
-        for recipe in ("fp32", "int8", "int8-dynamic", "fp16")
+        recipe: digits_export("onnx", recipe) for recipe in ("fp32", "int8", "int8-dynamic", "fp16")
     }
 
 
@@ -67,7 +66,6 @@ def measure(target, path, manifest, reference):
 
 def test_fp32_matches_the_source_model(target, artifacts, reference):
     path, manifest, info = artifacts["fp32"]
-    assert path.exists() and not path.with_suffix(".onnx").exists()  # written exactly there
     assert info.details["exporter"].startswith("torch.onnx dynamo")
     assert info.details["opset"] == 18
     assert info.input.shape == [1, 1, 32, 32] and info.input.dtype == "float32"
@@ -142,6 +140,7 @@ def test_coverage_flags_dynamic_int8_convolutions(target, digits_model, tmp_path
 
     monkeypatch.setattr(onnx_quantize, "DYNAMIC_OP_TYPES", None)
     path, manifest, info = export(target, digits_model, "int8-dynamic", tmp_path)
+    assert path.exists() and not path.with_suffix(".onnx").exists()  # written exactly there
     assert info.details["op_types_to_quantize"] == "all"
     assert any("ConvInteger" in warning and "slow path" in warning for warning in info.warnings)
 

@@ -35,19 +35,10 @@ def target():
 
 
 @pytest.fixture(scope="module")
-def artifacts(target, digits_model, calibration, tmp_path_factory):
-    """Each (recipe, io_dtype) exported once, when first asked for: -> (path, manifest, info)."""
-    directory = tmp_path_factory.mktemp("tflite")
-    made = {}
-
-    def get(recipe: str, io_dtype: str = "float32"):
-        if (recipe, io_dtype) not in made:
-            made[recipe, io_dtype] = export(
-                target, digits_model, recipe, directory, calibration.x, io_dtype=io_dtype
-            )
-        return made[recipe, io_dtype]
-
-    return get
+def artifacts(digits_export):
+    """(recipe, io_dtype) -> (path, manifest, info), from the session's store (each exported
+    once per test run, calibration 200)."""
+    return lambda recipe, io_dtype="float32": digits_export("tflite", recipe, io_dtype)
 
 
 def measure(target, path, manifest, reference, **options):
@@ -64,7 +55,6 @@ def measure(target, path, manifest, reference, **options):
 
 def test_fp32_is_nhwc_fully_delegated_and_matches_torch(target, artifacts, reference):
     path, manifest, info = artifacts("fp32")
-    assert not path.name.endswith(".tflite") and path.is_file()
     # to_channel_last_io moved the layout change out of the graph: the file takes NHWC
     assert info.input.layout == "NHWC" and info.input.shape == [1, 32, 32, 1]
     assert info.input.dtype == "float32" and info.output.shape == [1, 10]
@@ -223,6 +213,7 @@ def test_channel_last_io_removes_the_input_transpose(target, tmp_path):
     assert [op.name for op in graph_ops(plain)].count("TRANSPOSE") >= 1
 
     path, manifest, info = export(target, source, "fp32", tmp_path)
+    assert not path.name.endswith(".tflite") and path.is_file()  # written exactly there
     assert info.input.layout == "NHWC" and info.input.shape == [1, 32, 32, 3]
     assert info.details["transposes"] == 0 and target.coverage(path, manifest).transposes == 0
     x = np.random.default_rng(1).standard_normal((8, 3, 32, 32)).astype(np.float32)

@@ -6,6 +6,7 @@ import json
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from edgekit.cli.app import app, device_app
@@ -20,7 +21,7 @@ def _yes(flag: object) -> str:
 @app.command()
 def doctor(as_json: JsonOption = False) -> None:
     """Which runtimes, delegates, GPUs and devices this machine has, and its fingerprint."""
-    from edgekit.doctor import diagnose
+    from edgekit.doctor import device_words, diagnose
     from edgekit.machine import describe
 
     facts = diagnose()
@@ -57,9 +58,9 @@ def doctor(as_json: JsonOption = False) -> None:
     if vulkan.get("software_only"):
         label += " (software Vulkan: GPU-delegate latency here is not a GPU's)"
     console.print(f"Vulkan: {label}")
-    devices = Table("device", "facts", title="devices")
+    devices = Table("device", "on this machine", title="devices")
     for name, state in facts["devices"].items():
-        devices.add_row(name, json.dumps(state, default=str)[:150])
+        devices.add_row(name, escape(device_words(state)))
     console.print(devices)
 
 

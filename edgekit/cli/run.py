@@ -57,6 +57,13 @@ def run(
         bool | None,
         typer.Option("--profile/--no-profile", help="the report's per-layer section (host CPU)"),
     ] = None,
+    export_cache: Annotated[
+        bool | None,
+        typer.Option(
+            "--export-cache/--no-export-cache",
+            help="reuse this machine's earlier exports of the same inputs (edgekit's cache)",
+        ),
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="edgekit.toml")] = None,
     cluster: Annotated[
         str | None,
@@ -99,6 +106,7 @@ def run(
         "accuracy_aware": accuracy_aware,
         "point_estimate": point_estimate,
         "profile": profile,
+        "export_cache": export_cache,
         "min_runs": min_runs,
         "min_seconds": min_seconds,
         "rounds": rounds,

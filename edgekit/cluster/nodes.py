@@ -151,13 +151,21 @@ def started_nodes() -> list[NodeRecord]:
 def stop_process(pid: int, grace_s: float = 10.0) -> None:
     """SIGTERM the node's process group (``ray start --block`` ends its node's processes),
     then SIGKILL what is left."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGTERM)
+    stop_processes([pid], grace_s)
+
+
+def stop_processes(pids: list[int], grace_s: float = 10.0) -> None:
+    """Every node's group SIGTERMed at once, then one shared grace period: Ray's own shutdown
+    takes seconds per node, and nodes stopped one after another would add them up."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and _alive(pid):
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
         time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
 
 
 def _alive(pid: int) -> bool:
@@ -169,14 +177,23 @@ def _alive(pid: int) -> bool:
         finished, _ = os.waitpid(pid, os.WNOHANG)
         if finished:
             return False
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Exited, waiting for a parent that may never reap it (an orphan under a container's
+    init): as good as gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
 def stop_nodes(records: list[NodeRecord] | None = None) -> list[NodeRecord]:
     """Stop the nodes edgekit started (all of this machine's, by default)."""
-    stopped = []
-    for record in records if records is not None else started_nodes():
-        stop_process(record.pid)
+    stopped = list(records if records is not None else started_nodes())
+    stop_processes([record.pid for record in stopped])
+    for record in stopped:
         (state_dir() / f"{record.pid}.json").unlink(missing_ok=True)
-        stopped.append(record)
     return stopped
