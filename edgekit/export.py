@@ -17,7 +17,13 @@ import numpy as np
 
 from edgekit.artifact import SCHEMA_VERSION, Artifact, manifest_path
 from edgekit.data import Dataset
-from edgekit.errors import ExportRejected, UnsupportedExport, UserInputError
+from edgekit.errors import (
+    EdgekitError,
+    ExportRejected,
+    UnsupportedExport,
+    UserInputError,
+    first_line,
+)
 from edgekit.fileio import ensure_writable_dir, journal, sha256_file, write_json_atomic
 from edgekit.machine import fingerprint
 from edgekit.metrics import compare_outputs
@@ -196,7 +202,20 @@ def _validate(
     with quiet_native():  # the runtimes log their CPU probing and threadpool size on fd 2
         session = plugin.open(path, manifest, Accelerator.CPU, threads=1)
     try:
-        outputs = session.predict(x)
+        with quiet_native() as captured:  # a runtime that refuses the file logs why on fd 2
+            try:
+                outputs = session.predict(x)
+            except Exception:
+                captured.echo = False  # the one line below says it
+                raise
+    except EdgekitError:
+        raise
+    except Exception as exc:  # the runtime cannot run what its own converter wrote
+        target, recipe = manifest.get("target", "?"), manifest.get("recipe", "?")
+        raise UnsupportedExport(
+            f"{target}/{recipe}: not supported for {source.name}: the exported file does not run "
+            f"in its runtime ({type(exc).__name__}: {first_line(exc)})"
+        ) from None
     finally:
         session.close()
     figures = compare_outputs(source.predict(x), outputs)

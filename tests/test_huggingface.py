@@ -179,6 +179,30 @@ def test_the_folder_evaluates_on_an_image_folder_in_every_target(
         assert record["agreement"] == 1.0 and record["drop_points"] == pytest.approx(0.0)
 
 
+def test_the_folder_passes_an_accuracy_gate_on_the_users_images(capsys, pets_folder, pets_exports):
+    exported, _ = pets_exports
+    tflite = pets_folder / "out" / exported["tflite", "fp32"]["file"]["name"]
+    result = run_cli(capsys, "check", str(tflite), "--data", str(pets_folder / "images"),
+                     "--max-drop", "1")  # fmt: skip
+    assert result.code == 0, result.err[-3000:]
+    assert "PASS" in result.out and "FAIL" not in result.out, result.out
+
+
+@pytest.mark.timing
+def test_run_measures_the_folder_with_its_preprocessing(capsys, pets_folder, tmp_path):
+    """The whole job on the folder: its baseline child loads the folder again from the spec."""
+    result = run_cli(capsys, "run", "--model", str(pets_folder / "pets-vit"), "--data",
+                     str(pets_folder / "images"), "--targets", "onnx", "--recipes", "fp32",
+                     "--devices", "cpu", "--no-profile", "--rounds", "3", "--min-runs", "5",
+                     "--min-seconds", "0.05", "--runs-dir", str(tmp_path / "runs"), "--history",
+                     str(tmp_path / "h.sqlite"), "--json")  # fmt: skip
+    assert result.code == 0, result.err[-3000:]
+    rows = json.loads((Path(json.loads(result.out)["run_dir"]) / "results.json").read_text())
+    by_kind = {row["kind"]: row for row in rows["rows"]}
+    assert by_kind["artifact"]["status"] == "ok" and by_kind["baseline"]["status"] == "ok"
+    assert by_kind["artifact"]["accuracy"]["samples"] == 6
+
+
 def _folder(tmp_path: Path, case: str) -> Path:
     folder = tmp_path / "model"
     hf_models.save_vit_folder(folder, PETS, PROCESSOR)

@@ -215,3 +215,45 @@ def test_gpu_is_unavailable_and_the_reason_lists_the_runtime_backends(target, ar
 def test_the_target_names_its_runtime_packages(target):
     assert set(target.packages) == {"executorch", "torch", "torchao"}
     assert target.official_runner().env_var == "EDGEKIT_EXECUTOR_RUNNER"
+
+
+def test_a_lowering_error_names_the_innermost_cause():
+    """XNNPACK's passes wrap the construct that failed; the one line names both."""
+    from edgekit.targets.executorch.convert import _first_line
+
+    try:
+        try:
+            raise ValueError("required rank 4 tensor to use channels_last format\nmore")
+        except ValueError as inner:
+            raise RuntimeError(
+                "An error occurred when running the 'ChannelsLastTaggedReshapePass'"
+            ) from inner
+    except RuntimeError as outer:
+        line = _first_line(outer)
+    assert line == (
+        "RuntimeError: An error occurred when running the 'ChannelsLastTaggedReshapePass' <- "
+        "ValueError: required rank 4 tensor to use channels_last format"
+    )
+
+
+def test_a_file_its_runtime_cannot_run_is_an_unsupported_export_not_an_internal_error(digits_model):
+    """A .pte XNNPACK refuses at execute() (EfficientNet int8-dynamic did) is one line."""
+    from edgekit.export import _validate
+    from edgekit.quantize.recipes import get_recipe
+
+    class Refusing:
+        def predict(self, x):
+            raise RuntimeError("method->execute() failed with error 0x1")
+
+        def close(self):
+            pass
+
+    class Plugin:
+        def open(self, *args, **kwargs):
+            return Refusing()
+
+    manifest = {"target": "executorch", "recipe": "int8-dynamic"}
+    x = digits_model.example_input(2)
+    said = r"executorch/int8-dynamic: .*does not run in its runtime \(RuntimeError: method->exe"
+    with pytest.raises(UnsupportedExport, match=said):
+        _validate(Plugin(), None, manifest, digits_model, x, get_recipe("int8-dynamic"))

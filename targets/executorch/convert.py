@@ -4,7 +4,10 @@ XNNPACK quantizer."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -163,8 +166,11 @@ def lower(module: Any, example: Any, recipe: str) -> tuple[bytes, dict[str, Any]
     from edgekit.targets.executorch.debug_handles import handle_modules, instruction_handles
 
     try:
-        program = torch.export.export(module, (example,))
-        edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+        # a failing pass makes torch's fake-tensor logger print its whole traceback first, at
+        # ERROR level: the logger is switched off for the block, the cause is in our one line
+        with _logger_off("torch._subclasses.fake_tensor"):
+            program = torch.export.export(module, (example,))
+            edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
         stats = edge_graph_stats(edge.exported_program().graph_module)
         # the .pte keeps debug handles, not module paths: the manifest keeps the link
         stats["debug_handles"] = handle_modules(edge, WRAPPER_PREFIX if recipe == "fp16" else "")
@@ -178,10 +184,30 @@ def lower(module: Any, example: Any, recipe: str) -> tuple[bytes, dict[str, Any]
     return bytes(buffer), stats
 
 
+@contextlib.contextmanager
+def _logger_off(name: str) -> Iterator[None]:
+    logger = logging.getLogger(name)
+    before, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = before
+
+
 def _first_line(exc: Exception) -> str:
-    """The exception type and its first message line (torch.export's errors run to pages)."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0][:300] if text else ''}"
+    """The exception type and its first message line, and the innermost cause's when a pass
+    wrapped it (\"An error occurred when running the 'ChannelsLastTaggedReshapePass'\" hides
+    the construct that failed); torch.export's errors run to pages."""
+    root, depth = exc, 0
+    while depth < 8 and (root.__cause__ or root.__context__) is not None:
+        root = root.__cause__ or root.__context__
+        depth += 1
+
+    def line(error: BaseException) -> str:
+        text = str(error).strip()
+        return f"{type(error).__name__}: {text.splitlines()[0][:300] if text else ''}"
+
+    return line(exc) if root is exc else f"{line(exc)} <- {line(root)}"
 
 
 def edge_graph_stats(graph_module: Any) -> dict[str, Any]:
