@@ -83,9 +83,9 @@ def export_all(
             started = time.perf_counter()
             artifact, failed = export_one(config, source, dataset, target, recipe, out_dir)
             if timings is not None:
-                timings.append(export_timing(config.model, target, recipe, started))
-                # a copy from the export cache takes no converter time: say so beside the time
-                timings[-1]["reused"] = artifact is not None and "reused" in artifact.manifest
+                # a copy from the export cache takes no converter time: said beside the time
+                reused = artifact is not None and "reused" in artifact.manifest
+                timings.append(export_timing(config.model, target, recipe, started, reused))
             if artifact is not None:
                 exported.append(artifact)
             if failed is not None:
@@ -100,10 +100,12 @@ def export_failed(failed: Row, config: RunConfig) -> list[Row]:
             for device in config.devices for threads in config.threads]  # fmt: skip
 
 
-def export_timing(model: str, target: str, recipe: str, started: float) -> dict[str, Any]:
+def export_timing(
+    model: str, target: str, recipe: str, started: float, reused: bool = False
+) -> dict[str, Any]:
     """One export's own time and where it ran (``run["phases"]["exports"]``)."""
     return {"model": model, "target": target, "recipe": recipe, "node": socket.gethostname(),
-            "seconds": time.perf_counter() - started}  # fmt: skip
+            "seconds": time.perf_counter() - started, "reused": reused}  # fmt: skip
 
 
 def device_pool(

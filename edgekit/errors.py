@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class EdgekitError(Exception):
     """An error with a one-line message meant for the user; ``exit_code`` is the CLI's."""
@@ -43,3 +45,20 @@ def first_line(exc: BaseException, limit: int = 200) -> str:
     """The first line of an exception's message (runtimes' errors run to pages), or its type."""
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:limit]
+
+
+def cause_line(error: BaseException, limit: int = 300) -> str:
+    """``Type: first line`` of an error, and ``<- Type: first line`` of its innermost cause when
+    a library wrapped it (exporters and compiler passes hide the construct that failed under
+    their own message, and their texts run to pages)."""
+    root, depth = error, 0
+    while depth < 8 and (root.__cause__ or root.__context__) is not None:
+        root = root.__cause__ or root.__context__
+        depth += 1
+
+    def line(one: BaseException) -> str:
+        text = re.sub(r"\x1b\[[0-9;]*m", "", str(one)).strip()  # colour codes of rich tracebacks
+        first = next((part for part in text.splitlines() if part.strip()), "")
+        return f"{type(one).__name__}: {first[:limit]}"
+
+    return line(error) if root is error else f"{line(error)} <- {line(root)}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
 from dataclasses import dataclass
 
@@ -15,17 +17,30 @@ class CliResult:
     err: str
 
 
-def run_cli(capsys: pytest.CaptureFixture, *args: str) -> CliResult:
+def _exit_code(args: tuple[str, ...]) -> int:
+    """``edgekit ARGS`` through its real entry point; the exit code it ended with."""
     from edgekit.cli import main
 
     previous = sys.argv
     sys.argv = ["edgekit", *args]
     try:
         main()
-        code = 0
+        return 0
     except SystemExit as exc:
-        code = int(exc.code or 0)
+        return int(exc.code or 0)
     finally:
         sys.argv = previous
+
+
+def run_cli(capsys: pytest.CaptureFixture, *args: str) -> CliResult:
+    code = _exit_code(args)
     captured = capsys.readouterr()
     return CliResult(code, captured.out, captured.err)
+
+
+def run_cli_captured(*args: str) -> CliResult:
+    """The same outside a test (a module fixture has no capsys): what a user would see."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = _exit_code(args)
+    return CliResult(code, out.getvalue(), err.getvalue())

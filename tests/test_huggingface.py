@@ -8,8 +8,6 @@ libraries' import chatter stays out of the output."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -19,7 +17,7 @@ from pathlib import Path
 import hf_models
 import numpy as np
 import pytest
-from cli_helpers import CliResult, run_cli
+from cli_helpers import CliResult, run_cli, run_cli_captured
 from PIL import Image
 
 TESTS = Path(__file__).parent
@@ -29,23 +27,6 @@ TARGETS = ("onnx", "tflite", "executorch")
 PROCESSOR = {"size": {"height": 32, "width": 32}, "resample": 3, "image_mean": [0.3, 0.4, 0.5],
              "image_std": [0.2, 0.25, 0.3]}  # fmt: skip
 PETS = ("cat", "dog", "frog")
-
-
-def _cli(*args: str) -> CliResult:
-    """The CLI outside a test (a module fixture has no capsys): what a user would see."""
-    from edgekit.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    previous, sys.argv = sys.argv, ["edgekit", *args]
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    finally:
-        sys.argv = previous
-    return CliResult(code, out.getvalue(), err.getvalue())
 
 
 def _exported(result: CliResult) -> dict[tuple[str, str], dict]:
@@ -70,7 +51,7 @@ def cifar_npz(tmp_path_factory) -> str:
 def vit_exports(cifar_npz, tmp_path_factory):
     """``edgekit export --model hf_models:vit`` to the three targets, fp32 and int8, once."""
     out = tmp_path_factory.mktemp("vit")
-    result = _cli("export", "--model", "hf_models:vit", "--data", cifar_npz, "--target",
+    result = run_cli_captured("export", "--model", "hf_models:vit", "--data", cifar_npz, "--target",
                   ",".join(TARGETS), "--recipe", "fp32,int8", "-o", str(out), "--json")  # fmt: skip
     return _exported(result), result.err
 
@@ -94,8 +75,8 @@ def pets_folder(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def pets_exports(pets_folder):
     model, images, out = (str(pets_folder / name) for name in ("pets-vit", "images", "out"))
-    result = _cli("export", "--model", model, "--data", images, "--target", ",".join(TARGETS),
-                  "-o", out, "--json")  # fmt: skip
+    result = run_cli_captured("export", "--model", model, "--data", images,
+                              "--target", ",".join(TARGETS), "-o", out, "--json")  # fmt: skip
     return _exported(result), result.err
 
 

@@ -219,7 +219,7 @@ def test_the_target_names_its_runtime_packages(target):
 
 def test_a_lowering_error_names_the_innermost_cause():
     """XNNPACK's passes wrap the construct that failed; the one line names both."""
-    from edgekit.targets.executorch.convert import _first_line
+    from edgekit.errors import cause_line
 
     try:
         try:
@@ -229,7 +229,7 @@ def test_a_lowering_error_names_the_innermost_cause():
                 "An error occurred when running the 'ChannelsLastTaggedReshapePass'"
             ) from inner
     except RuntimeError as outer:
-        line = _first_line(outer)
+        line = cause_line(outer)
     assert line == (
         "RuntimeError: An error occurred when running the 'ChannelsLastTaggedReshapePass' <- "
         "ValueError: required rank 4 tensor to use channels_last format"

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.errors import UnsupportedExport, UserInputError
+from edgekit.errors import UnsupportedExport, UserInputError, cause_line
 from edgekit.native import drop_log_messages
 from edgekit.targets.base import ExportRequest
 from edgekit.targets.census import clean_module_path
@@ -74,7 +74,7 @@ def prepare_module(request: ExportRequest, example: np.ndarray) -> tuple[Any, di
         converted = quantize_pt2e(module, example, quantizer, calibration)
     except Exception as exc:
         raise UnsupportedExport(
-            f"executorch/{recipe}: PT2E quantization failed: {_first_line(exc)}"
+            f"executorch/{recipe}: PT2E quantization failed: {cause_line(exc)}"
         ) from exc
     return converted, details
 
@@ -179,7 +179,7 @@ def lower(module: Any, example: Any, recipe: str) -> tuple[bytes, dict[str, Any]
         buffer = executorch_program.buffer
     except Exception as exc:
         raise UnsupportedExport(
-            f"executorch/{recipe}: export/lowering failed: {_first_line(exc)}"
+            f"executorch/{recipe}: export/lowering failed: {cause_line(exc)}"
         ) from exc
     return bytes(buffer), stats
 
@@ -192,22 +192,6 @@ def _logger_off(name: str) -> Iterator[None]:
         yield
     finally:
         logger.disabled = before
-
-
-def _first_line(exc: Exception) -> str:
-    """The exception type and its first message line, and the innermost cause's when a pass
-    wrapped it (\"An error occurred when running the 'ChannelsLastTaggedReshapePass'\" hides
-    the construct that failed); torch.export's errors run to pages."""
-    root, depth = exc, 0
-    while depth < 8 and (root.__cause__ or root.__context__) is not None:
-        root = root.__cause__ or root.__context__
-        depth += 1
-
-    def line(error: BaseException) -> str:
-        text = str(error).strip()
-        return f"{type(error).__name__}: {text.splitlines()[0][:300] if text else ''}"
-
-    return line(exc) if root is exc else f"{line(exc)} <- {line(root)}"
 
 
 def edge_graph_stats(graph_module: Any) -> dict[str, Any]:

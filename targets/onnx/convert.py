@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgekit.errors import UnsupportedExport
+from edgekit.errors import cause_line as one_line
 from edgekit.native import quiet_python
 
 if TYPE_CHECKING:
@@ -120,18 +121,6 @@ def unsupported_op(error: BaseException | None) -> str | None:
         error = error.__cause__ or error.__context__
         seen += 1
     return None
-
-
-def one_line(error: BaseException) -> str:
-    """``Type: first line`` of the innermost cause (the exporters wrap the real error)."""
-    root, depth = error, 0
-    while depth < 8 and (root.__cause__ or root.__context__) is not None:
-        root = root.__cause__ or root.__context__
-        depth += 1
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(root)).strip()
-    line = next((line for line in text.splitlines() if line.strip()), "")
-    prefix = type(error).__name__ if root is error else f"{type(error).__name__} <- "
-    return f"{prefix}{'' if root is error else type(root).__name__}: {line[:300]}"
 
 
 def export_failure(source: SourceModel, dynamo: BaseException, legacy: BaseException) -> str:
