@@ -4,6 +4,7 @@ eager fp32 baseline in the same rounds, and LiteRT's own benchmark tool alternat
 on the same .tflite files. Writes benchmarks/RESULTS.md and benchmarks/results.json.
 
     .venv/bin/python benchmarks/latency.py [--models mobilenet_v2] [--threads 1] [--no-tool]
+                                           [--sessions 4] [--session-gap SECONDS]
                                            [--json OUT] [--markdown OUT]
 
 Run it on a quiet machine: nothing else should run beside it (a helper, a build)."""
@@ -15,6 +16,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from common import DATA, HERE, artifacts, header, machine, write_json
@@ -76,27 +78,27 @@ class ToolTimer(BlockTimer):
         return Block(None, latency["avg_ms"], latency["median_ms"])
 
 
-def pool(model: str, threads: int, log) -> dict:
+def pool(model: str, threads: int, log, protocol: Protocol = PROTOCOL) -> dict:
     """Every artifact of ``model`` and the torch eager baseline, interleaved."""
     made, source, dataset = artifacts(model, log)
     device = get_device("cpu")
     sample = dataset.evaluation.x[:1]
     timers, records = [], []
     for artifact in made:
-        timers.append(device.timer(artifact, threads, sample, PROTOCOL, 600.0))
+        timers.append(device.timer(artifact, threads, sample, protocol, 600.0))
         records.append(LatencyRecord.for_artifact(artifact, "cpu", threads))
     info = made[0].manifest["source"]
-    timers.append(baseline_timer(info, threads, sample, PROTOCOL, 600.0, cuda=False))
+    timers.append(baseline_timer(info, threads, sample, protocol, 600.0, cuda=False))
     records.append(LatencyRecord("torch eager/fp32", "cpu", threads, "failed"))
     eager = len(records) - 1
     # the noise bands: a second session of the first artifact (every interval is widened by
     # it) and of torch eager (a framework's sessions differ too; speed-ups divide by both)
-    timers.append(baseline_timer(info, threads, sample, PROTOCOL, 600.0, cuda=False))
+    timers.append(baseline_timer(info, threads, sample, protocol, 600.0, cuda=False))
     records.append(LatencyRecord("torch eager/fp32 (second session)", "cpu", threads, "failed"))
-    timers.append(device.timer(made[0], threads, sample, PROTOCOL, 600.0))
+    timers.append(device.timer(made[0], threads, sample, protocol, 600.0))
     records.append(LatencyRecord.for_artifact(made[0], "cpu", threads))
     log(f"{model} x{threads}: {len(timers)} sides interleaved")
-    result = measure(timers, records, PROTOCOL, GUARD)
+    result = measure(timers, records, protocol, GUARD)
     band = band_of(result.ratio(len(records) - 1, 0)[1])
     eager_sessions = [eager, eager + 1]
     eager_band = pool_sessions(result, eager, eager + 1, records[eager], records[eager + 1])
@@ -216,10 +218,12 @@ def raise_peaks(results: dict, peaks: MachinePeaks) -> None:
     results["peaks"], results["peak_kernels"] = peaks.figures(), peaks.kernels()
 
 
-def run(models: list[str], threads: list[int], tool: bool, log=print) -> dict:
+def run(
+    models: list[str], threads: list[int], tool: bool, log=print, protocol: Protocol = PROTOCOL
+) -> dict:
     results = {
         "machine": machine(),
-        "protocol": PROTOCOL.to_dict(),
+        "protocol": protocol.to_dict(),
         "peaks": {},
         "pools": [],
         "tool": [],
@@ -227,7 +231,7 @@ def run(models: list[str], threads: list[int], tool: bool, log=print) -> dict:
     peaks = MachinePeaks.load(threads, log)  # the peaks `edgekit run` divides by too
     for model in models:
         for count in threads:
-            results["pools"].append(pool(model, count, log))
+            results["pools"].append(pool(model, count, log, protocol))
             if tool and model in TOOL_MODELS:
                 results["tool"] += tool_comparison(model, count, log)
     raise_peaks(results, peaks)
@@ -260,17 +264,24 @@ def _ci(value: float | None, ci: list | None) -> str:
 
 
 def markdown(results: dict) -> list[str]:
+    protocol = Protocol(**{**PROTOCOL.to_dict(), **results.get("protocol", {})})
+    spread = (
+        f", {protocol.session_gap_s:.0f} s apart (the sessions span the machine's drift over "
+        "minutes)"
+        if protocol.session_gap_s
+        else ""
+    )
     lines = header(
         "Latency benchmarks",
         "python benchmarks/latency.py",
         [
             "- matmul peaks" + peaks_text(results["peaks"], results.get("peak_kernels")),
             f"- protocol: every artifact of a model and torch eager ran interleaved, each in its "
-            f"own child process: {PROTOCOL.warmup} warm-up invokes, then at least "
-            f"{PROTOCOL.rounds} rounds in which each side timed one block (~"
-            f"{PROTOCOL.block_seconds * 1e3:.0f} ms) of single invokes. The rounds ran in "
-            f"{PROTOCOL.sessions} sessions: every side was reopened in a new process between "
-            "them. Every ratio is the geometric mean of the per-round ratios of block medians; "
+            f"own child process: {protocol.warmup} warm-up invokes, then at least "
+            f"{protocol.rounds} rounds in which each side timed one block (~"
+            f"{protocol.block_seconds * 1e3:.0f} ms) of single invokes. The rounds ran in "
+            f"{protocol.sessions} sessions{spread}: every side was reopened in a new process "
+            "between them. Every ratio is the geometric mean of the per-round ratios of block medians; "
             "its 95 % interval is a t prediction interval over the sessions' mean log ratios "
             "(for another run's estimate: sessions, not rounds, are the independent units). "
             "Torch eager ran as two sides: speed-ups divide by their per-round geometric mean.",
@@ -343,6 +354,9 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(DATA))
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--no-tool", action="store_true")
+    parser.add_argument("--sessions", type=int, default=PROTOCOL.sessions)
+    parser.add_argument("--session-gap", type=float, default=0.0,
+                        help="seconds before each new session (sessions spread over minutes)")  # fmt: skip
     parser.add_argument("--json", default=str(HERE / "results.json"))
     parser.add_argument("--markdown", default=str(HERE / "RESULTS.md"))
     parser.add_argument(
@@ -355,7 +369,9 @@ def main() -> None:
         return
     threads = [int(t) for t in args.threads.split(",")]
     log = lambda message: print(message, flush=True)  # noqa: E731
-    results = run([m for m in args.models.split(",") if m], threads, not args.no_tool, log)
+    protocol = replace(PROTOCOL, sessions=args.sessions, session_gap_s=args.session_gap)
+    models = [m for m in args.models.split(",") if m]
+    results = run(models, threads, not args.no_tool, log, protocol)
     write_json(Path(args.json), results)
     if args.markdown != "-":
         Path(args.markdown).write_text("\n".join(markdown(results)) + "\n")

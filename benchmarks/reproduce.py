@@ -8,7 +8,11 @@ its (run i's interval, run j's estimate) pairs hold. Writes benchmarks/REPRODUCI
 reproducibility.json.
 
     .venv/bin/python benchmarks/reproduce.py [--runs 3] [--gap 900] [--model mobilenet_v2]
-                                             [--lock LOCKFILE]
+                                             [--sessions 6] [--session-gap 120] [--lock LOCKFILE]
+
+Each run spreads its sessions ``--session-gap`` seconds apart: an interval over sessions that
+ran within two minutes said nothing about the next quarter hour (55 of 72 and 34 of 54 held,
+before), one over sessions spread across ten minutes has seen the machine drift.
 
 With ``--lock``, each run holds that file's lock (flock) while it runs: other jobs started as
 ``flock LOCKFILE COMMAND`` (the same file) use the gaps and never overlap a run."""
@@ -63,9 +67,10 @@ def lock_held(lock: Path | None):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _one_run(model: str, out: Path) -> dict:
+def _one_run(model: str, out: Path, sessions: int, session_gap: float) -> dict:
     command = [sys.executable, str(HERE / "latency.py"), "--models", model, "--threads", "1",
-               "--no-tool", "--json", str(out), "--markdown", "-"]  # fmt: skip
+               "--no-tool", "--sessions", str(sessions), "--session-gap", str(session_gap),
+               "--json", str(out), "--markdown", "-"]  # fmt: skip
     started = datetime.now(UTC).isoformat(timespec="seconds")
     subprocess.run(command, check=True)
     return {"started": started, **json.loads(out.read_text())}
@@ -76,6 +81,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--gap", type=float, default=900.0, help="seconds between runs")
     parser.add_argument("--model", default="mobilenet_v2")
+    parser.add_argument("--sessions", type=int, default=6, help="sessions in each run")
+    parser.add_argument("--session-gap", type=float, default=120.0,
+                        help="seconds between a run's sessions, so they span minutes")  # fmt: skip
     parser.add_argument("--max-wait", type=float, default=3600.0,
                         help="seconds to wait for a quiet machine before each run")  # fmt: skip
     parser.add_argument("--lock", type=Path, help="a file whose flock each run holds")
@@ -94,7 +102,8 @@ def main() -> None:
                     raise SystemExit(f"the machine stayed busy ({reading.foreign:.2f} cores) for "
                                      f"{args.max_wait:.0f} s before run {index + 1}")  # fmt: skip
                 print(f"run {index + 1} of {args.runs}", flush=True)
-                runs.append(_one_run(args.model, Path(tmp) / f"run{index}.json"))
+                runs.append(_one_run(args.model, Path(tmp) / f"run{index}.json", args.sessions,
+                                     args.session_gap))  # fmt: skip
     rows: dict[str, dict[str, list]] = {}
     for run in runs:
         for row in run["pools"][0]["rows"]:
@@ -117,20 +126,24 @@ def main() -> None:
         kinds[key] = {"held": held, "pairs": pairs, "reproduces": reproduces}
     write_json(
         HERE / "reproducibility.json",
-        {"gap_s": args.gap, "machine": machine(), "started": [r["started"] for r in runs],
+        {"gap_s": args.gap, "sessions": args.sessions, "session_gap_s": args.session_gap,
+         "machine": machine(), "started": [r["started"] for r in runs],
          "kinds": kinds, "rows": rows},
     )  # fmt: skip
     lines = header(
         "Do the ratios reproduce?",
-        f"python benchmarks/reproduce.py --runs {args.runs} --gap {args.gap:.0f}",
+        f"python benchmarks/reproduce.py --runs {args.runs} --gap {args.gap:.0f} "
+        f"--sessions {args.sessions} --session-gap {args.session_gap:.0f}",
         [
             f"- {args.runs} separate runs of `benchmarks/latency.py --models {args.model} "
-            f"--threads 1`, started {', '.join(r['started'] for r in runs)} ({args.gap:.0f} s "
+            f"--threads 1 --sessions {args.sessions} --session-gap {args.session_gap:.0f}`, "
+            "started {', '.join(r['started'] for r in runs)} ({args.gap:.0f} s "
             "between one's end and the next's start)",
             "- each ratio cell: the runs' point estimates, their largest distance from the mean, "
             "and how many of the pairs (run i's 95 % interval, run j's estimate), i != j, hold",
             "- every interval is a 95 % prediction interval over the sessions its run's rounds "
-            "ran in (each side reopened in a new process between them): a kind of ratio "
+            f"ran in (each side reopened in a new process between them, {args.session_gap:.0f} s "
+            "apart, so one run's sessions span minutes of the machine's drift): a kind of ratio "
             f"reproduces when at least {PROMISE:.0%} of its pairs hold, what such intervals "
             "promise",
         ],

@@ -15,6 +15,7 @@ the spread between sessions (:func:`edgekit.stats.session_ratio`)."""
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -120,6 +121,10 @@ def interleave(
     while index < rounds + extra_budget:
         if index in starts:
             session += 1
+            if protocol.session_gap_s > 0:
+                if progress:
+                    progress(f"waiting {protocol.session_gap_s:.0f} s before session {session + 1}")
+                time.sleep(protocol.session_gap_s)
             _reopen(timers, result, progress)
         order = [(index + offset) % len(timers) for offset in range(len(timers))]
         blocks: dict[int, Block] = {}

@@ -33,9 +33,24 @@ class Protocol:
     # the rounds widened by the noise band) by default: on the VMs measured, sessions spread over
     # one run did not make intervals hold the next run (benchmarks/REPRODUCIBILITY.md)
     sessions: int = 1
+    # seconds to wait before each new session: sessions spread over minutes sample how the
+    # machine drifts over them, so their spread (the interval) covers that drift too
+    session_gap_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def check_session_gap(gap_s: float, sessions: int) -> None:
+    """A gap is seconds >= 0, and waits between sessions: one session has none to wait in."""
+    from edgekit.errors import UserInputError
+
+    if gap_s < 0:
+        raise UserInputError(f"session gap must be >= 0 seconds, got {gap_s:g}")
+    if gap_s > 0 and sessions < 2:
+        raise UserInputError(
+            f"a session gap of {gap_s:g} s needs --sessions 2 or more (it waits between them)"
+        )
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 from edgekit.devices import DEFAULT_DEVICES, parse_devices
 from edgekit.errors import UserInputError
+from edgekit.latency import check_session_gap
 from edgekit.schema import matches, type_name
 from edgekit.targets import target_names
 
@@ -33,6 +34,7 @@ class RunConfig:
     min_seconds: float = 1.0
     rounds: int = 10  # interleaved rounds per device pool, at least
     sessions: int = 1  # the rounds run in this many sessions of every side (intervals' units)
+    session_gap: float = 0.0  # seconds before each new session (sessions spread over minutes)
     noise_guard: bool = True
     accuracy_aware: bool = False  # int8: keep the most harmful layers float until within max_drop
     point_estimate: bool = False  # decide on the drop itself, not its interval's upper bound
@@ -68,6 +70,7 @@ class RunConfig:
         for name in counts:
             if getattr(self, name) < (0 if name == "warmup" else 1):
                 raise UserInputError(f"{name} must be positive, got {getattr(self, name)}")
+        check_session_gap(self.session_gap, self.sessions)
         if self.max_drop < 0 or self.min_seconds < 0 or self.timeout <= 0:
             raise UserInputError("max_drop and min_seconds must be >= 0, timeout > 0")
 

@@ -259,6 +259,12 @@ CASES = {
         ["profile", "{onnx}", "--runs", "0"], "onnx", 2, "--runs and --threads must be >= 1"),
     # ---- bench -------------------------------------------------------------------------------
     "bench-nothing": (["bench"], None, 2, "give one or more artifacts"),
+    "bench-session-gap-without-sessions": (
+        ["bench", "{onnx}", "--session-gap", "60"], "onnx", 2, "needs --sessions 2 or more"),
+    "bench-negative-session-gap": (
+        ["bench", "{onnx}", "--sessions", "2", "--session-gap", "-5"], "onnx", 2, ">= 0 seconds"),
+    "run-session-gap-without-sessions": (
+        ["run", "--session-gap", "60"], None, 2, "needs --sessions 2 or more"),
     "bench-zero-threads": (["bench", "{onnx}", "--threads", "0"], "onnx", 2, "positive counts"),
     "bench-rounds-not-a-number": (["bench", "{onnx}", "--rounds", "lots"], "onnx", 2, "--rounds"),
     "bench-option-of-another-device": (["bench", "{onnx}", "--device", "arm64-emu", "--serial",

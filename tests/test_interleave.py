@@ -4,10 +4,14 @@ intervals they give hold another run's estimate where intervals from rounds do n
 
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import replace
 
+import numpy as np
+import pytest
+
+from edgekit.errors import UserInputError
 from edgekit.interleave import Interleaved, interleave
-from edgekit.latency import Block, BlockTimer, NoiseGuard, Protocol
+from edgekit.latency import Block, BlockTimer, NoiseGuard, Protocol, check_session_gap
 from edgekit.stats import paired_ratio
 
 PLAN = Protocol(warmup=0, min_runs=1, min_seconds=0.0, rounds=10, block_seconds=0.001, sessions=1)
@@ -119,3 +123,21 @@ def test_session_intervals_hold_another_runs_estimate_where_round_intervals_do_n
 
     assert held(1) >= 0.85  # a 95 % prediction interval over sessions
     assert held(2) < 0.5  # rounds alone cannot see how far sessions differ
+
+
+def test_a_session_gap_waits_before_every_new_session_and_nowhere_else(monkeypatch):
+    waits: list[float] = []
+    monkeypatch.setattr("edgekit.interleave.time.sleep", waits.append)
+    spread_out = replace(IN_SESSIONS, session_gap_s=120.0)
+    timers: list[BlockTimer] = [Session(n, 0.04, np.random.default_rng(0)) for n in "ab"]
+    result = interleave(timers, spread_out, QUIET)
+    assert waits == [120.0, 120.0]  # three sessions, two gaps between them
+    assert result.session_of_round == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
+def test_a_session_gap_needs_sessions_to_wait_between():
+    with pytest.raises(UserInputError, match="needs --sessions 2 or more"):
+        check_session_gap(60.0, 1)
+    with pytest.raises(UserInputError, match=">= 0 seconds"):
+        check_session_gap(-1.0, 4)
+    check_session_gap(0.0, 1)  # no gap: nothing to check

@@ -23,6 +23,7 @@ from edgekit.cli.options import (
     JsonOption,
     RoundsOption,
     SerialOption,
+    SessionGapOption,
     SessionsOption,
     ThreadsOption,
     XnnpackOption,
@@ -92,6 +93,7 @@ def bench(
     min_seconds: Annotated[float, typer.Option("--min-seconds")] = 1.0,
     rounds: RoundsOption = 10,
     sessions: SessionsOption = 1,
+    session_gap: SessionGapOption = 0.0,
     baseline: Annotated[
         bool, typer.Option("--baseline/--no-baseline", help="measure the source model too")
     ] = True,
@@ -102,14 +104,15 @@ def bench(
 ) -> None:
     """Latency of artifacts on a device, interleaved with each other and the baseline."""
     from edgekit.bench import bench_artifacts
-    from edgekit.latency import NoiseGuard, Protocol
+    from edgekit.latency import NoiseGuard, Protocol, check_session_gap
 
     if not artifacts:
         raise UserInputError("bench: give one or more artifacts")
     if sessions < 1:
         raise UserInputError(f"bench: --sessions must be >= 1, got {sessions}")
+    check_session_gap(session_gap, sessions)
     protocol = Protocol(warmup=warmup, min_runs=min_runs, min_seconds=min_seconds, rounds=rounds,
-                        sessions=sessions)  # fmt: skip
+                        sessions=sessions, session_gap_s=session_gap)  # fmt: skip
     guard = NoiseGuard(enabled=noise_guard)
     options = device_options(serial, cpu, xnnpack)
     records = []

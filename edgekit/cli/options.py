@@ -75,6 +75,14 @@ SessionsOption = Annotated[
         "intervals come from their spread (1: one session, intervals from the rounds)",
     ),
 ]
+SessionGapOption = Annotated[
+    float,
+    typer.Option(
+        "--session-gap",
+        help="seconds to wait before each new session, so the sessions, and the intervals, "
+        "span how the machine drifts over minutes (needs --sessions 2 or more)",
+    ),
+]
 AcrossOption = Annotated[
     bool,
     typer.Option(

@@ -43,6 +43,10 @@ def run(
         int | None,
         typer.Option("--sessions", help="sessions the rounds are split into (intervals' units)"),
     ] = None,
+    session_gap: Annotated[
+        float | None,
+        typer.Option("--session-gap", help="seconds before each new session (needs --sessions)"),
+    ] = None,
     accuracy_aware: Annotated[
         bool | None,
         typer.Option(
@@ -111,6 +115,7 @@ def run(
         "min_seconds": min_seconds,
         "rounds": rounds,
         "sessions": sessions,
+        "session_gap": session_gap,
         "targets": None if targets is None else parse_targets(targets),
         "recipes": None if recipes is None else [r.name for r in parse_recipes(recipes)],
         "devices": None if devices is None else parse_devices(devices),

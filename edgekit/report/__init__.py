@@ -102,14 +102,12 @@ def _intro(results: Results) -> list[str]:
         "between N sessions and they are prediction intervals over the sessions. An artifact "
         "counts as faster only when that interval excludes 1. Drop is baseline top-1 minus "
         "artifact top-1, with a paired bootstrap 95% interval.",
-        "between runs: an interval covers this run's rounds and sessions, not how the machine "
-        "drifts over the next half hour. On a shared VM, runs 15 minutes apart moved ratios "
-        "beyond their intervals, also with intervals over 4 sessions a run "
-        "(benchmarks/REPRODUCIBILITY.md, an Intel Xeon VM: speed-ups over torch eager by up "
-        "to 8 %, int8 and fp16 over their fp32 by up to 8 %, and the other runs' estimates "
-        "fell outside 24 % and 37 % of the intervals): on such a machine no ratio here "
-        "reproduces within its interval, so read a difference smaller than that as a tie. "
-        "benchmarks/reproduce.py measures your machine.",
+        "between runs: an interval covers this run's rounds and sessions. On a shared VM "
+        "(benchmarks/REPRODUCIBILITY.md, an Intel Xeon VM) with sessions spread 120 s apart "
+        "(--sessions 6 --session-gap 120), int8 and fp16 over their fp32 held the next runs' "
+        "estimates 15 minutes later, while speed-ups over the baseline did not (the baseline's "
+        "framework drifts on its own): read a speed-up as this run's, and compare artifacts "
+        "with each other across runs. benchmarks/reproduce.py measures your machine.",
     ]
     notes = sorted(
         {str(r.traits.get("note")) for r in results.rows if r.traits and not r.latency_comparable}
