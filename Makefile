@@ -9,15 +9,15 @@ STAMP := $(VENV)/.edgekit-installed
 # onnx2torch (an .onnx source to tflite/executorch) goes to a folder of the venv's own, like a
 # vendored copy, not to site-packages: it requires torchvision, and PyPI's torchvision 0.28.0 is
 # linked against the CUDA torch build and does not import beside the CPU one.
-# targets/onnx/source.py finds it there and gives it a torchvision stand-in (NMS and RoiAlign
+# edgekit/targets/onnx/source.py finds it there and gives it a torchvision stand-in (NMS and RoiAlign
 # refuse by name). Where a matching torchvision exists, the onnx-source extra installs both.
-$(STAMP): pyproject.toml setup.py requirements.lock
+$(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv --clear $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip==26.3
 	$(VENV)/bin/pip install --quiet -c requirements.lock -e '.[cpu,dev]'
 	$(VENV)/bin/pip install --quiet --no-deps -c requirements.lock \
 	  --target $(VENV)/onnx2torch onnx2torch
-	$(VENV)/bin/python -m edgekit.pipcheck
+	$(VENV)/bin/python -m edgekit.common.pipcheck
 	touch $(STAMP)
 
 install: $(STAMP)

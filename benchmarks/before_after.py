@@ -22,11 +22,11 @@ from pathlib import Path
 
 from common import ARTIFACTS, DATA, HERE, artifacts, header, write_json
 
-from edgekit.bench import measure
-from edgekit.child import WorkerTimer, child_env
+from edgekit.common.stats import band_of
 from edgekit.devices import get_device
-from edgekit.latency import LatencyRecord, NoiseGuard, Protocol
-from edgekit.stats import band_of
+from edgekit.measure.bench import measure
+from edgekit.worker.latency import LatencyRecord, NoiseGuard, Protocol
+from edgekit.worker.parent import WorkerTimer, child_env
 
 PROTOCOL = Protocol(warmup=10, min_runs=50, min_seconds=1.0, rounds=12, block_seconds=0.1)
 GUARD = NoiseGuard(threshold=0.15, retries=1, settle_max_s=60.0)
@@ -34,15 +34,19 @@ ROOT = HERE.parent
 
 
 def old_tree(commit: str) -> Path:
-    """``edgekit/``, ``targets/`` and ``quantize/`` of ``commit`` laid out as installed
-    (targets as edgekit.targets), cached under benchmarks/.artifacts/."""
+    """``commit``'s edgekit laid out as installed, cached under benchmarks/.artifacts/: its
+    ``edgekit/``, with ``targets/`` and ``quantize/`` moved in where the commit kept them at the
+    top (before the tree became one folder per stage)."""
     where = ARTIFACTS / f"before-{commit}"
     package = where / "pkg" / "edgekit"
     if (package / "targets").is_dir():
         return where
     shutil.rmtree(where, ignore_errors=True)
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", commit],
+                            capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    outside = [folder for folder in ("targets", "quantize") if folder in listed]
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", commit, "edgekit", "targets", "quantize"],
+        ["git", "-C", str(ROOT), "archive", commit, "edgekit", *outside],
         capture_output=True,
         check=True,
     ).stdout
@@ -51,8 +55,8 @@ def old_tree(commit: str) -> Path:
         tar.extractall(source, filter="data")
     (where / "pkg").mkdir(parents=True)
     shutil.move(source / "edgekit", package)
-    shutil.move(source / "targets", package / "targets")
-    shutil.move(source / "quantize", package / "quantize")
+    for folder in outside:
+        shutil.move(source / folder, package / folder)
     return where
 
 

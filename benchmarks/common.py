@@ -10,12 +10,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from edgekit import __version__
-from edgekit.artifact import Artifact, load_artifact
-from edgekit.data import load_dataset
+from edgekit.artifacts.artifact import Artifact, load_artifact
+from edgekit.common.machine import describe, fingerprint
 from edgekit.errors import EdgekitError
-from edgekit.export import artifact_name, export_artifact
-from edgekit.machine import describe, fingerprint
-from edgekit.models import load_model
+from edgekit.export.pipeline import artifact_name, export_artifact
+from edgekit.sources.data import load_dataset
+from edgekit.sources.load import load_model
 from edgekit.targets import runtime_versions, target_names
 
 HERE = Path(__file__).parent

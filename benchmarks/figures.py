@@ -22,8 +22,8 @@ from pathlib import Path
 from common import HERE
 from latency import tool_verdict
 
-from edgekit.fileio import write_bytes_atomic
-from edgekit.machine import describe, fingerprint
+from edgekit.common.fileio import write_bytes_atomic
+from edgekit.common.machine import describe, fingerprint
 from edgekit.targets import runtime_versions
 
 ROOT = HERE.parent
@@ -53,14 +53,14 @@ def provenance() -> str:
 
 
 def block_accuracy() -> list[str]:
-    from edgekit.weights import shipped_card
+    from edgekit.sources.weights import shipped_card
 
     result = edgekit("eval")
     card = shipped_card("digits-mobilenet")
     return [f"`digits-mobilenet` reaches {100 * result['top1']:.2f} % top-1 on the evaluation "
             f"split of {result['samples']} images (`edgekit eval`; weights "
             f"`{result['digest'][:12]}`). The weights ship with edgekit "
-            f"(`edgekit/weights/`, made by `{card.command}` on {card.trained_on}, where they "
+            f"(`edgekit/sources/weights/`, made by `{card.command}` on {card.trained_on}, where they "
             f"read {100 * card.top1:.2f} %), so every machine evaluates the same file."]  # fmt: skip
 
 
@@ -235,7 +235,7 @@ def block_onnx_source(work: Path) -> list[str]:
     sys.path.insert(0, str(TESTS))
     import foreign_files
 
-    from edgekit.models import load_model
+    from edgekit.sources.load import load_model
 
     source = load_model("digits-mobilenet", quiet=True)
     onnx_file = foreign_files.torch_onnx(source.module, source.example_input(),

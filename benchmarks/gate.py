@@ -13,9 +13,9 @@ from pathlib import Path
 
 from common import HERE, artifacts, busy_core, header, write_json
 
-from edgekit.bench import bench_artifact
-from edgekit.gates import EXTEND_ROUNDS, latency_regression
-from edgekit.latency import NoiseGuard, Protocol
+from edgekit.measure.bench import bench_artifact
+from edgekit.measure.gates import EXTEND_ROUNDS, latency_regression
+from edgekit.worker.latency import NoiseGuard, Protocol
 
 THRESHOLD = 10.0  # percent
 SLOWER = 0.15

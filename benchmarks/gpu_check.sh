@@ -21,7 +21,7 @@ python3 -m venv "$VENV"
 # the cuda extra instead of the cpu one: onnxruntime-gpu alone (the lock's onnxruntime pin is a
 # constraint and installs nothing by itself); pipcheck fails if both builds are there
 "$VENV/bin/pip" install --quiet -c requirements.lock -e '.[cuda]'
-"$VENV/bin/python" -m edgekit.pipcheck
+"$VENV/bin/python" -m edgekit.common.pipcheck
 RUNS=$(mktemp -d)
 "$VENV/bin/edgekit" doctor --json > "$RUNS/doctor.json"
 timeout 420 "$VENV/bin/edgekit" run --model mobilenet_v2,resnet50 --data synthetic:64 \

@@ -21,19 +21,12 @@ from pathlib import Path
 
 from common import DATA, HERE, artifacts, header, machine, write_json
 
-from edgekit.bench import baseline_timer, measure, pool_sessions
+from edgekit.common.stats import band_of
 from edgekit.devices import get_device
-from edgekit.latency import Block, BlockTimer, LatencyRecord, NoiseGuard, Protocol
-from edgekit.peak import (
-    MachinePeaks,
-    arithmetic_of,
-    peak_of,
-    peak_source,
-    peaks_text,
-    percent,
-    shares_of,
-)
-from edgekit.stats import band_of
+from edgekit.measure.bench import baseline_timer, measure, pool_sessions
+from edgekit.measure.peak import MachinePeaks, arithmetic_of, shares_of
+from edgekit.report.peaks import peak_of, peak_source, peaks_text, percent
+from edgekit.worker.latency import Block, BlockTimer, LatencyRecord, NoiseGuard, Protocol
 
 PROTOCOL = Protocol(
     warmup=10, min_runs=50, min_seconds=1.0, rounds=12, block_seconds=0.1, sessions=4
@@ -187,7 +180,7 @@ def tool_comparison(model: str, threads: int, log) -> list[dict]:
 def _macs(source) -> int:
     import torch
 
-    from edgekit.architectures import count_macs
+    from edgekit.sources.architectures import count_macs
 
     return count_macs(source.module, torch.from_numpy(source.example_input()))
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from common import HERE, artifacts, header, write_json
 
-from edgekit.bench import bench_artifacts
-from edgekit.latency import NoiseGuard, Protocol
-from edgekit.profile import profile_artifacts
+from edgekit.analysis.profile import profile_artifacts
+from edgekit.measure.bench import bench_artifacts
+from edgekit.worker.latency import NoiseGuard, Protocol
 
 SUM_TARGET = 0.10
 COST_TARGET = 3.0
@@ -61,7 +61,7 @@ def measure(model: str, log) -> dict:
         extra = []
         if users is not None:
             # the user's file beside edgekit's fp32 .onnx, so the explanation compares the two
-            from edgekit.foreign import ForeignOptions
+            from edgekit.artifacts.foreign import ForeignOptions
 
             extra = profile_artifacts([fp32_onnx.path, users], threads=1, progress=log,
                                       foreign=ForeignOptions())  # fmt: skip

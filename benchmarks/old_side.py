@@ -1,14 +1,15 @@
 """The "before" side of ``before_after.py``: runs inside an older edgekit tree (put first on
 PYTHONPATH by that script) and uses only what that tree offered (``load_model``,
 ``load_dataset``, ``export_artifact``, ``get_target(name).open(path, manifest, "cpu", threads)``
-with ``stage``/``invoke``), so one file serves any commit since the worker had sessions.
+with ``stage``/``invoke``), so one file serves any commit since the worker had sessions. Its imports are the old module
+paths, which a tree after the move (one folder per stage) still serves, under a warning.
 
     python old_side.py export MODEL DATASET OUT_DIR      # every target x recipe, one JSON line
     python old_side.py                                   # serve: edgekit.worker's line protocol
 
 Serve speaks the protocol of today's host worker (one request line, a ``ready`` reply, then
 ``block``/``close`` commands), so today's interleaver alternates it with today's sessions. It
-times with today's ``edgekit/loop.py`` (numpy and time only), loaded by path because the old
+times with today's ``edgekit/worker/loop.py`` (numpy and time only), loaded by path because the old
 tree's ``edgekit`` comes first on the path: both sides run the very same timed loop."""
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ def export(model: str, dataset_spec: str, out_dir: str) -> None:
 
 
 def today_loop():
-    """This checkout's edgekit/loop.py, not the old tree's (which has none)."""
-    path = Path(__file__).resolve().parent.parent / "edgekit" / "loop.py"
+    """This checkout's edgekit/worker/loop.py, not the old tree's (which has none)."""
+    path = Path(__file__).resolve().parent.parent / "edgekit" / "worker" / "loop.py"
     spec = importlib.util.spec_from_file_location("edgekit_today_loop", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

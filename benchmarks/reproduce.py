@@ -33,7 +33,7 @@ from pathlib import Path
 
 from common import HERE, artifacts, header, machine, write_json
 
-from edgekit.interference import wait_for_quiet
+from edgekit.worker.interference import wait_for_quiet
 
 KINDS = {"over_eager": "over torch eager", "over_fp32": "over its fp32"}
 QUIET = 0.15  # cores other processes may use when a run starts

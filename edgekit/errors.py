@@ -41,6 +41,11 @@ class UnsupportedExport(EdgekitError):
     exit_code = 1
 
 
+class MovedPathWarning(DeprecationWarning):
+    """An import through a module path from before the tree's move (0.3): it works for one
+    release; the warning names the new path."""
+
+
 def first_line(exc: BaseException, limit: int = 200) -> str:
     """The first line of an exception's message (runtimes' errors run to pages), or its type."""
     text = str(exc).strip() or type(exc).__name__

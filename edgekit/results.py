@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from edgekit.common.schema import check_fields, matches, type_name
 from edgekit.errors import UserInputError
-from edgekit.schema import check_fields, matches, type_name
 
 RESULTS_SCHEMA_VERSION = 2
 INTEGER_IO = ("int8", "uint8")

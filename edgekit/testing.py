@@ -35,8 +35,8 @@ def assert_accuracy_drop(
 ) -> Any:
     """Evaluate ``artifact`` against its baseline and fail the test when a gate does not hold.
 
-    Returns the :class:`edgekit.accuracy.AccuracyRecord` so a test can assert more."""
-    from edgekit.accuracy import evaluate_artifact
+    Returns the :class:`edgekit.measure.accuracy.AccuracyRecord` so a test can assert more."""
+    from edgekit.measure.accuracy import evaluate_artifact
 
     record = evaluate_artifact(str(artifact), data, device)
     check_record(record, max_drop, min_agreement, min_sqnr, point_estimate)
@@ -51,7 +51,7 @@ def check_record(
     point_estimate: bool = False,
 ) -> None:
     """Raise AssertionError with the gate table when any bound does not hold."""
-    from edgekit.gates import accuracy_gates, format_gates
+    from edgekit.measure.gates import accuracy_gates, format_gates
 
     results = accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)
     if not all(result.passed for result in results):
@@ -63,7 +63,7 @@ def check_record(
 def edgekit_eval() -> Callable[..., Any]:
     """``edgekit_eval(artifact, data="digits", device=DEFAULT_DEVICE)`` -> AccuracyRecord,
     cached."""
-    from edgekit.accuracy import evaluate_artifact
+    from edgekit.measure.accuracy import evaluate_artifact
 
     cache: dict[tuple[str, str, str], Any] = {}
 

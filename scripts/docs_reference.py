@@ -76,7 +76,7 @@ def _type(param: Any) -> str:
 
 # commands whose options default to None and take their defaults from a config object
 # (edgekit run: edgekit.toml, else RunConfig's fields)
-CONFIG_DEFAULTS = {"run": ("edgekit.run_config", "RunConfig")}
+CONFIG_DEFAULTS = {"run": ("edgekit.run.config", "RunConfig")}
 
 
 def _fallbacks(path: str) -> dict[str, Any]:

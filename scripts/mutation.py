@@ -4,7 +4,8 @@ with cosmic-ray in a venv of its own (.venv-mutation) and the tests in the proje
 Writes benchmarks/MUTATION.md and benchmarks/mutation.json: the score per module, and every
 surviving mutant with its diff, accepted ones with the reason (benchmarks/mutation_accepted.toml).
 
-    .venv-mutation/bin/python scripts/mutation.py [--only edgekit/stats.py] [--timeout 120]"""
+    .venv-mutation/bin/python scripts/mutation.py [--only edgekit/common/stats.py] [--timeout
+    120]"""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = ROOT / ".venv" / "bin" / "python"
 # each module and the tests that hold its decisions (the fast ones: a mutant runs them all)
 MODULES = {
-    "edgekit/stats.py": ["tests/test_stats.py", "tests/test_interleave.py"],
-    "edgekit/interleave.py": ["tests/test_interleave.py"],
+    "edgekit/common/stats.py": ["tests/test_stats.py", "tests/test_interleave.py"],
+    "edgekit/measure/interleave.py": ["tests/test_interleave.py"],
     "edgekit/report/recommend.py": ["tests/test_report.py"],
 }
 TARGET = 0.80
@@ -89,7 +90,7 @@ def mutate(module: str, tests: list[str], work: Path, timeout: float) -> dict:
 def check_copy_is_imported(work: Path) -> None:
     """The tests must import the mutated copy: a mutant the checkout answers for is no test."""
     where = subprocess.run(
-        [PYTHON, "-c", "import edgekit.stats as m; print(m.__file__)"],
+        [PYTHON, "-c", "import edgekit.common.stats as m; print(m.__file__)"],
         cwd=work, env=dict(os.environ, PYTHONPATH=str(work)), capture_output=True, text=True,
         check=True,
     ).stdout.strip()  # fmt: skip

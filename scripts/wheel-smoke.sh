@@ -23,16 +23,13 @@ step "python -m build"
 "$VENV/bin/python" - "$work/source" <<'EOF'
 import shutil
 import sys
-import tomllib
 from pathlib import Path
 
 source = Path(sys.argv[1])
 source.mkdir()
-for name in ("pyproject.toml", "setup.py", "README.md"):
+for name in ("pyproject.toml", "README.md"):
     shutil.copy2(name, source / name)
-mapping = tomllib.loads(Path("pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-for folder in set(mapping.values()):
-    shutil.copytree(folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
+shutil.copytree("edgekit", source / "edgekit", ignore=shutil.ignore_patterns("__pycache__"))
 EOF
 "$VENV/bin/python" -m build --outdir "$work/dist" "$work/source" >"$work/build.log" 2>&1 ||
   { tail -40 "$work/build.log"; exit 1; }
@@ -45,7 +42,7 @@ bin=$work/venv/bin
 
 cd "$work"
 export EDGEKIT_CACHE=$work/cache
-"$bin/python" -m edgekit.pipcheck
+"$bin/python" -m edgekit.common.pipcheck
 "$bin/python" - "$checkout" <<'EOF'
 import sys
 from pathlib import Path

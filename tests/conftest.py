@@ -53,21 +53,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 @pytest.fixture(scope="session")
 def weights_cache() -> str:
     """edgekit's cache as the session started (pytester later gives inner runs a fresh HOME)."""
-    from edgekit.cache import cache_dir
+    from edgekit.common.cache import cache_dir
 
     return str(cache_dir())
 
 
 @pytest.fixture(scope="session")
 def digits_model(weights_cache):
-    from edgekit.models import load_model
+    from edgekit.sources.load import load_model
 
     return load_model("digits-mobilenet", quiet=True)
 
 
 @pytest.fixture(scope="session")
 def digits_data(digits_model):
-    from edgekit.data import load_dataset
+    from edgekit.sources.data import load_dataset
 
     return load_dataset("digits", digits_model.preprocess)
 
@@ -116,8 +116,8 @@ def export_digits(digits_model, digits_data, artifact_store):
 
     from filelock import FileLock
 
-    from edgekit.artifact import load_artifact
-    from edgekit.export import export_artifact
+    from edgekit.artifacts.artifact import load_artifact
+    from edgekit.export.pipeline import export_artifact
     from edgekit.targets import get_target
 
     loaded, digests = {}, {}
@@ -197,8 +197,8 @@ def keras_digits_files(artifact_store) -> dict:
     done = folder / "made.json"
     with FileLock(str(folder) + ".lock"):
         if not done.is_file():
-            from edgekit.data import load_dataset
-            from edgekit.preprocess import Preprocess
+            from edgekit.sources.data import load_dataset
+            from edgekit.sources.preprocess import Preprocess
 
             folder.mkdir(exist_ok=True)
             model = foreign_files.keras_digits()

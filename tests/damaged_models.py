@@ -32,7 +32,7 @@ PREPROCESS = {
 
 
 def outlier_mobilenet() -> nn.Module:
-    from edgekit.models import load_model
+    from edgekit.sources.load import load_model
 
     module = copy.deepcopy(load_model("digits-mobilenet", quiet=True).module).eval()
     with torch.no_grad():

@@ -12,9 +12,9 @@ import pytest
 from cli_helpers import run_cli
 from onnx import numpy_helper
 
-from edgekit.accuracy import evaluate_artifact
-from edgekit.artifact import manifest_path
-from edgekit.fileio import sha256_file
+from edgekit.artifacts.artifact import manifest_path
+from edgekit.common.fileio import sha256_file
+from edgekit.measure.accuracy import evaluate_artifact
 from edgekit.testing import assert_accuracy_drop
 
 
@@ -109,7 +109,7 @@ def test_the_pytest_helper_fails_with_the_gate_table(export_digits, tmp_path):
     assert_accuracy_drop(export_digits("onnx", "fp32").path, max_drop=0.5, min_agreement=0.99)
     damaged = _damaged_copy(export_digits("onnx", "fp32"), tmp_path)
     with pytest.raises(
-        AssertionError, match=r"(?s)edgekit accuracy gate failed:\n.*drop, 95% upper bound.*FAIL"
+        AssertionError, match=r"(?s)edgekit accuracy gate failed:\n.*drop upper bound \(95%\).*FAIL"
     ):
         assert_accuracy_drop(damaged, max_drop=1.0)
 

@@ -13,10 +13,10 @@ from cli_helpers import run_cli
 from stand_ins import stand_in_adb_env
 
 from edgekit.devices import android, get_device
-from edgekit.latency import Protocol
 from edgekit.targets.executorch.android import parse as parse_executor_runner
 from edgekit.targets.onnx.android import parse as parse_ort_perf_test
 from edgekit.targets.tflite.android import parse as parse_benchmark_model
+from edgekit.worker.latency import Protocol
 
 pytestmark = pytest.mark.timing  # measures with the noise guard on: runs alone
 
@@ -128,7 +128,7 @@ def test_device_problems_are_one_clear_line_and_exit_2(
 
 def test_missing_runner_and_missing_adb(stand_in_adb, export_digits, monkeypatch):
     artifact_path = export_digits("tflite", "int8").path
-    from edgekit.artifact import load_artifact
+    from edgekit.artifacts.artifact import load_artifact
 
     artifact = load_artifact(artifact_path)
     monkeypatch.delenv("EDGEKIT_BENCHMARK_MODEL")
@@ -172,7 +172,7 @@ def test_adb_devices_listing():
 
 
 def test_a_block_is_one_run_of_the_runner(stand_in_adb, export_digits):
-    from edgekit.artifact import load_artifact
+    from edgekit.artifacts.artifact import load_artifact
 
     artifact = load_artifact(export_digits("tflite", "int8").path)
     timer = get_device("android").timer(artifact, 1, None, Protocol(), 60)

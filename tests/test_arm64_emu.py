@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 from cli_helpers import run_cli
 
-from edgekit.accuracy import evaluate_artifact
-from edgekit.artifact import load_artifact
-from edgekit.bench import bench_artifact
+from edgekit.artifacts.artifact import load_artifact
+from edgekit.common.metrics import device_vs_host
 from edgekit.devices import get_device
 from edgekit.devices.arm64_emu.emulator import (
     LATENCY_LABEL,
@@ -30,9 +29,10 @@ from edgekit.devices.arm64_emu.emulator import (
 )
 from edgekit.devices.arm64_emu.setup import setup_device
 from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
-from edgekit.gates import device_vs_host_gate
-from edgekit.latency import NoiseGuard, Protocol
-from edgekit.metrics import device_vs_host
+from edgekit.measure.accuracy import evaluate_artifact
+from edgekit.measure.bench import bench_artifact
+from edgekit.measure.gates import device_vs_host_gate
+from edgekit.worker.latency import NoiseGuard, Protocol
 
 SAMPLES = 100
 QEMU_10 = "qemu-aarch64 version 10.0.2 (Debian 1:10.0.2+ds-1~bpo12+1)\nCopyright (c) 2003-2025"
@@ -201,8 +201,8 @@ def _grid_step(artifact) -> float:
     """One output quantization step of an int8 file with float outputs, read off its host
     outputs: dequantized values lie on a grid of that step, and 100 images x 10 classes land on
     neighbouring points."""
-    from edgekit.data import load_dataset
-    from edgekit.zoo import ZOO
+    from edgekit.sources.data import load_dataset
+    from edgekit.sources.zoo import ZOO
 
     x = load_dataset("digits", ZOO["digits-mobilenet"].preprocess).evaluation.x[:SAMPLES]
     logits, _ = get_device("cpu").predict(artifact, x)

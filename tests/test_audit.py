@@ -84,7 +84,7 @@ def test_an_fp32_onnx_and_pte_named_int8_are_caught(capsys, export_digits, tmp_p
 
 
 def test_float_islands_are_named_by_module_path(capsys, digits_model, digits_data, tmp_path):
-    from edgekit.export import export_artifact
+    from edgekit.export.pipeline import export_artifact
 
     made = export_artifact(digits_model, digits_data, "tflite", "int8", tmp_path,
                            keep_float=("block6.project",)).artifact  # fmt: skip

@@ -441,9 +441,9 @@ class Files:
         return str(self.export("onnx", "fp32").path)
 
     def rgb16(self):
-        from edgekit.data import load_dataset
-        from edgekit.export import export_artifact
-        from edgekit.models import load_model
+        from edgekit.export.pipeline import export_artifact
+        from edgekit.sources.data import load_dataset
+        from edgekit.sources.load import load_model
 
         source = load_model("user_models:rgb_16")
         made = export_artifact(source, load_dataset("synthetic:8", source.preprocess), "onnx",

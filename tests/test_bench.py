@@ -13,11 +13,11 @@ from dataclasses import replace
 
 import pytest
 
-from edgekit.bench import bench_artifact, bench_artifacts
+from edgekit.common.stats import session_ratio
 from edgekit.devices import get_device
-from edgekit.gates import latency_regression
-from edgekit.latency import NoiseGuard, Protocol
-from edgekit.stats import session_ratio
+from edgekit.measure.bench import bench_artifact, bench_artifacts
+from edgekit.measure.gates import latency_regression
+from edgekit.worker.latency import NoiseGuard, Protocol
 
 pytestmark = pytest.mark.timing  # measures with the noise guard on: runs alone
 
@@ -129,7 +129,7 @@ def test_edgekit_keeping_its_own_parent_busy_is_not_other_processes(export_digit
     """The same busy loop, started by the process that runs the bench (as a live progress
     display would burn CPU there), is edgekit's own: booked apart, never as interference.
     Whether other processes also ran is the machine's business, so that is not asserted."""
-    from edgekit.interference import ROOT_ENV, tree_cpu_seconds
+    from edgekit.worker.interference import ROOT_ENV, tree_cpu_seconds
 
     monkeypatch.setenv(ROOT_ENV, str(os.getpid()))
     artifact = export_digits("onnx", "fp32")
@@ -152,7 +152,7 @@ def test_edgekit_keeping_its_own_parent_busy_is_not_other_processes(export_digit
 def test_the_guard_subtracts_the_whole_edgekit_tree(monkeypatch):
     """One second in which the machine was busy 1.2 cores: 0.2 the measuring worker, 1.0 its
     busy parent. Nothing else ran, so nothing is foreign."""
-    import edgekit.interference as interference
+    import edgekit.worker.interference as interference
 
     busy = iter([100.0, 101.2])  # all processes, CPU seconds since boot
     tree = iter([50.0, 51.2])  # edgekit's tree: the parent and this worker
@@ -170,7 +170,7 @@ def test_the_guard_subtracts_the_whole_edgekit_tree(monkeypatch):
 
 
 def test_the_tree_of_this_process_holds_its_busy_child():
-    from edgekit.interference import tree_cpu_seconds
+    from edgekit.worker.interference import tree_cpu_seconds
 
     before = tree_cpu_seconds(os.getpid())
     busy = subprocess.Popen(BUSY_LOOP)

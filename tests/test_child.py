@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from edgekit.child import ChildFailed, WorkerProcess
+from edgekit.worker.parent import ChildFailed, WorkerProcess
 
 
 def test_a_child_that_ended_answers_every_later_read_at_once_with_why():

@@ -53,7 +53,7 @@ def test_the_default_model_is_the_shipped_one_on_any_machine(capsys):
     the digest and the accuracy are the card's (what the README quotes)."""
     import re
 
-    from edgekit.weights import shipped_card
+    from edgekit.sources.weights import shipped_card
 
     card = shipped_card("digits-mobilenet")
     result = run_cli(capsys, "eval")

@@ -221,7 +221,7 @@ def test_installed_code_zoo_models_and_model_files_ship_nothing():
     from edgekit.cluster.shipping import code_to_ship
 
     specs = ["numpy.random:rand", "zoo:digits-mobilenet", "digits-mobilenet", "model.pt2",
-             "edgekit.zoo:build"]  # fmt: skip
+             "edgekit.sources.zoo:build"]  # fmt: skip
     assert code_to_ship(specs) == []
 
 
@@ -242,7 +242,7 @@ def test_a_node_loads_the_weights_file_the_driver_sent(tmp_path):
     from user_models import tiny_cnn
 
     from edgekit.cluster.shipping import localized, with_source_options
-    from edgekit.models import load_model, reload_model
+    from edgekit.sources.load import load_model, reload_model
 
     trained = tiny_cnn()
     with torch.no_grad():

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from edgekit.data import load_dataset
 from edgekit.errors import UserInputError
-from edgekit.preprocess import Preprocess
+from edgekit.sources.data import load_dataset
+from edgekit.sources.preprocess import Preprocess
 
 DIGITS_PRE = Preprocess((32, 32), 1, (0.5,), (0.5,), tuple(str(d) for d in range(10)))
 RGB_PRE = Preprocess((16, 16), 3, (0.5,) * 3, (0.25,) * 3, ("cat", "dog"))

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-import edgekit.export_cache as export_cache
-from edgekit.artifact import load_artifact, manifest_path
-from edgekit.fileio import sha256_file
+import edgekit.export.cache as export_cache
+from edgekit.artifacts.artifact import load_artifact, manifest_path
+from edgekit.common.fileio import sha256_file
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_the_store_keeps_its_newest_entries_within_its_size(
 
 
 def test_run_can_be_told_not_to_reuse(tmp_path):
-    from edgekit.run_config import RunConfig
+    from edgekit.run.config import RunConfig
 
     path = tmp_path / "edgekit.toml"
     path.write_text("[run]\nexport_cache = false\n")

@@ -113,7 +113,7 @@ def their_own(pets_folder):
     import torch
     import transformers
 
-    from edgekit.data import SPLIT_SEED
+    from edgekit.sources.data import SPLIT_SEED
 
     files = sorted((pets_folder / "images").glob("*/*.png"))  # edgekit reads them in this order
     labels = np.asarray([PETS.index(f.parent.name) for f in files])
@@ -130,8 +130,8 @@ def their_own(pets_folder):
 def test_the_folders_images_become_what_its_own_image_processor_gives(
     pets_folder, pets_exports, their_own
 ):
-    from edgekit.data import load_dataset
-    from edgekit.preprocess import Preprocess
+    from edgekit.sources.data import load_dataset
+    from edgekit.sources.preprocess import Preprocess
 
     manifest = next(iter(pets_exports[0].values()))
     pre = Preprocess.from_dict(manifest["preprocessing"])
@@ -241,7 +241,7 @@ def test_the_libraries_import_chatter_stays_out_unless_verbose(cifar_npz):
 
 def test_a_resample_filter_is_checked_and_old_manifests_read_as_bilinear():
     from edgekit.errors import UserInputError
-    from edgekit.preprocess import Preprocess
+    from edgekit.sources.preprocess import Preprocess
 
     old = {"input_size": [8, 8], "channels": 1, "mean": [0.0], "std": [1.0], "class_names": ["a"]}
     assert Preprocess.from_dict(old).resample == "bilinear"
@@ -251,7 +251,7 @@ def test_a_resample_filter_is_checked_and_old_manifests_read_as_bilinear():
 
 
 def test_the_resample_filter_is_the_one_images_are_resized_with():
-    from edgekit.preprocess import Preprocess
+    from edgekit.sources.preprocess import Preprocess
 
     images = np.random.default_rng(3).random((1, 5, 5, 1)).astype(np.float32)
     pre = Preprocess((16, 16), 1, (0.0,), (1.0,), ("a", "b"))

@@ -20,7 +20,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import Specifier
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from edgekit.pipcheck import missing_runtime, onnxruntime_problem
+from edgekit.common.pipcheck import missing_runtime, onnxruntime_problem
 
 ROOT = Path(__file__).parent.parent
 LOCK = ROOT / "requirements.lock"
@@ -57,28 +57,24 @@ def _resolve(*args: str) -> list[dict]:
 def test_the_wheel_ships_every_package_of_the_tree_and_the_weights(tmp_path):
     # from a copy without the checkout's *.egg-info: setuptools would take a stale SOURCES.txt
     # there for the sdist's file list and so ship a package the configuration leaves out
-    mapping = PYPROJECT["tool"]["setuptools"]["package-dir"]
     source = tmp_path / "source"
     source.mkdir()
-    for name in ("pyproject.toml", "setup.py", "README.md"):
+    for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
-    for folder in set(mapping.values()):
-        shutil.copytree(
-            ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__")
-        )
+    shutil.copytree(
+        ROOT / "edgekit", source / "edgekit", ignore=shutil.ignore_patterns("__pycache__")
+    )
     # the sdist, then the wheel from it (python -m build's default): both must hold everything
     done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(tmp_path), str(source)],
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [wheel] = tmp_path.glob("edgekit_bench-*.whl")
     shipped = set(zipfile.ZipFile(wheel).namelist())
-    for package, folder in mapping.items():
-        for init in (ROOT / folder).rglob("__init__.py"):
-            relative = init.relative_to(ROOT / folder).as_posix()
-            assert f"{package.replace('.', '/')}/{relative}" in shipped
+    for init in (ROOT / "edgekit").rglob("__init__.py"):
+        assert init.relative_to(ROOT).as_posix() in shipped
     assert "edgekit/cluster/__init__.py" in shipped  # once left out of a hand-written list
-    weights = {p.name for p in (ROOT / "edgekit" / "weights").glob("*") if p.is_file()}
-    assert {f"edgekit/weights/{name}" for name in weights} <= shipped
+    weights = {p.name for p in (ROOT / "edgekit" / "sources" / "weights").glob("*") if p.is_file()}
+    assert {f"edgekit/sources/weights/{name}" for name in weights} <= shipped
     entry_points = next(name for name in shipped if name.endswith(".dist-info/entry_points.txt"))
     assert "edgekit = edgekit.supervise:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
@@ -135,7 +131,7 @@ def test_the_check_names_a_missing_or_a_doubled_onnxruntime():
 
 
 def test_pip_check_is_clean_in_the_environment_the_suite_runs_in():
-    done = subprocess.run([sys.executable, "-m", "edgekit.pipcheck"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "edgekit.common.pipcheck"], capture_output=True,
                           text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no broken requirements" in done.stdout

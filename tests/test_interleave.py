@@ -9,10 +9,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from edgekit.common.stats import paired_ratio
 from edgekit.errors import UserInputError
-from edgekit.interleave import Interleaved, interleave
-from edgekit.latency import Block, BlockTimer, NoiseGuard, Protocol, check_session_gap
-from edgekit.stats import paired_ratio
+from edgekit.measure.interleave import Interleaved, interleave
+from edgekit.worker.latency import Block, BlockTimer, NoiseGuard, Protocol, check_session_gap
 
 PLAN = Protocol(warmup=0, min_runs=1, min_seconds=0.0, rounds=10, block_seconds=0.001, sessions=1)
 IN_SESSIONS = Protocol(
@@ -127,7 +127,7 @@ def test_session_intervals_hold_another_runs_estimate_where_round_intervals_do_n
 
 def test_a_session_gap_waits_before_every_new_session_and_nowhere_else(monkeypatch):
     waits: list[float] = []
-    monkeypatch.setattr("edgekit.interleave.time.sleep", waits.append)
+    monkeypatch.setattr("edgekit.measure.interleave.time.sleep", waits.append)
     spread_out = replace(IN_SESSIONS, session_gap_s=120.0)
     timers: list[BlockTimer] = [Session(n, 0.04, np.random.default_rng(0)) for n in "ab"]
     result = interleave(timers, spread_out, QUIET)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from edgekit.artifact import load_artifact
+from edgekit.artifacts.artifact import load_artifact
 
 pytestmark = pytest.mark.timing  # measures with the noise guard on: runs alone
 

@@ -1,5 +1,5 @@
 """Every compute layer of a model maps to its ops in each artifact, by the module path
-quantize-debug prints (``b2.dw``): the one mapping (:mod:`edgekit.layermap`) that
+quantize-debug prints (``b2.dw``): the one mapping (:mod:`edgekit.targets.layermap`) that
 quantize-debug's cross-check, ``export --keep-float`` and per-layer profiling share.
 
 Models from outside the zoo, as a user writes them (``tests/mapping_models.py``: residual blocks
@@ -18,9 +18,9 @@ from itertools import product
 import pytest
 from cli_helpers import run_cli
 
-from edgekit.layermap import map_layers
 from edgekit.quantize.layers import find_layers
 from edgekit.targets import get_target
+from edgekit.targets.layermap import map_layers
 
 SE, VIT, SHUFFLE = (
     "mapping_models:se_resnet",
@@ -57,7 +57,7 @@ def data_for(spec: str) -> str:
 
 @pytest.fixture(scope="module")
 def sources():
-    from edgekit.models import load_model
+    from edgekit.sources.load import load_model
 
     cache: dict = {}
 
@@ -74,8 +74,8 @@ def exported(sources, tmp_path_factory, export_digits):
     """``exported(spec, target, recipe)`` -> Artifact, made once per module; the default model
     comes from the session's store (the mapping is structural: calibration 200 or 16 give the
     same int8 ops)."""
-    from edgekit.data import load_dataset
-    from edgekit.export import export_artifact
+    from edgekit.export.pipeline import export_artifact
+    from edgekit.sources.data import load_dataset
 
     out_dir = tmp_path_factory.mktemp("mapped")
     cache: dict = {}

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from edgekit.errors import UserInputError
-from edgekit.models import load_model
-from edgekit.zoo import ZOO
+from edgekit.sources.load import load_model
+from edgekit.sources.zoo import ZOO
 
 
 def test_the_default_classifier_is_accurate_on_the_evaluation_split(digits_model, digits_data):
@@ -23,7 +23,7 @@ def test_the_default_classifier_is_accurate_on_the_evaluation_split(digits_model
 
 
 def test_zoo_latency_models_have_the_reference_architectures():
-    from edgekit.architectures import count_macs
+    from edgekit.sources.architectures import count_macs
 
     mobilenet = ZOO["mobilenet_v2"].build().eval()
     resnet = ZOO["resnet50"].build().eval()

@@ -10,9 +10,10 @@ import time
 
 import pytest
 
-from edgekit import peak, peak_kernels
-from edgekit.peak import Kernel, MachinePeaks, arithmetic_of, measure_kernels, shares_of
+from edgekit.measure import peak
+from edgekit.measure.peak import Kernel, MachinePeaks, arithmetic_of, measure_kernels, shares_of
 from edgekit.results import Results, Row
+from edgekit.targets import peak_kernels
 
 BEST_SECONDS = peak_kernels.best_seconds  # the real one: the autouse fixture scripts its name
 HOST = {"where": "host", "latency_comparable": True}
@@ -255,8 +256,8 @@ def test_a_row_of_another_machine_neither_gets_a_share_nor_raises():
 
 
 def test_a_run_row_above_the_peak_reads_100_percent_and_the_report_names_what_raised_it():
-    from edgekit.matrix import _derive
     from edgekit.report.tables import COLUMNS, machine_line, table_rows
+    from edgekit.run.matrix import _derive
 
     peaks = MachinePeaks.load([1], measure=Measure())
     fast, slow = row(0.0), row(0.0, target="onnx")

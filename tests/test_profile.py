@@ -99,7 +99,7 @@ def test_a_users_own_model_profiles(capsys, tmp_path, monkeypatch):
 
 
 def test_a_hint_says_why_int8_is_not_faster(export_digits):
-    from edgekit.explain import not_faster_hints
+    from edgekit.analysis.explain import not_faster_hints
 
     fp32, int8 = export_digits("tflite", "fp32"), export_digits("tflite", "int8")
     rounds = [1.0, 1.02, 0.99, 1.01, 1.0, 0.98]

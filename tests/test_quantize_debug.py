@@ -21,14 +21,14 @@ import numpy as np
 import pytest
 from damaged_models import CONSUMER, DAMAGED_LAYER
 
-from edgekit.accuracy_aware import STEPS_DIR, export_accuracy_aware
-from edgekit.crosscheck import crosscheck_report
+from edgekit.analysis.crosscheck import crosscheck_report
+from edgekit.common.metrics import compare_outputs
 from edgekit.errors import UnsupportedExport, UserInputError
-from edgekit.metrics import compare_outputs
-from edgekit.models import load_model
+from edgekit.export.accuracy_aware import STEPS_DIR, export_accuracy_aware
 from edgekit.quantize.sensitivity import analyze, plot, table
 from edgekit.results import precision_label
-from edgekit.source import SourceModel
+from edgekit.sources.load import load_model
+from edgekit.sources.source import SourceModel
 
 DAMAGED = "damaged_models:outlier_mobilenet"
 BUDGET = 1.0  # top-1 points
@@ -43,7 +43,7 @@ def damaged():
 
 @pytest.fixture(scope="module")
 def damaged_data(damaged):
-    from edgekit.data import load_dataset
+    from edgekit.sources.data import load_dataset
 
     return load_dataset("digits", damaged.preprocess)
 
@@ -96,7 +96,7 @@ def test_crosscheck_on_each_targets_own_quantizer(report, damaged, calibration_x
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_max_drop_keeps_the_damaged_tensor_float(report, damaged, damaged_data, target, tmp_path):
-    from edgekit.latency import NoiseGuard, Protocol
+    from edgekit.worker.latency import NoiseGuard, Protocol
 
     result = export_accuracy_aware(
         damaged,

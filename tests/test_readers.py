@@ -80,8 +80,8 @@ def manifest_case(export_digits, tmp_path_factory):
 
 
 def _read_artifact(path: Path) -> None:
-    from edgekit.artifact import load_artifact
-    from edgekit.preprocess import Preprocess
+    from edgekit.artifacts.artifact import load_artifact
+    from edgekit.sources.preprocess import Preprocess
     from edgekit.targets.session import TensorSpec
 
     artifact = load_artifact(path)
@@ -148,7 +148,7 @@ toml_values = st.sampled_from(['"many"', "5", "-1", "0", "true", "[]", '["x"]', 
                             "min_seconds", "calibration_samples", "name"]),
        value=toml_values)  # fmt: skip
 def test_any_config_value_is_taken_or_refused_in_one_line(tmp_path, key, value):
-    from edgekit.run_config import RunConfig
+    from edgekit.run.config import RunConfig
 
     path = tmp_path / "edgekit.toml"
     path.write_text(f"[run]\n{key} = {value}\n")
@@ -158,7 +158,7 @@ def test_any_config_value_is_taken_or_refused_in_one_line(tmp_path, key, value):
 @SETTINGS
 @given(text=st.text(max_size=40))
 def test_any_config_text_is_taken_or_refused_in_one_line(tmp_path, text):
-    from edgekit.run_config import RunConfig
+    from edgekit.run.config import RunConfig
 
     path = tmp_path / "edgekit.toml"
     path.write_text(text)
@@ -194,7 +194,7 @@ def arrays(draw):
 @given(x=arrays(), labels=st.lists(st.integers(-2, 12), max_size=8),
        names=st.none() | st.lists(st.text(max_size=3), max_size=11))  # fmt: skip
 def test_any_npz_is_loaded_or_refused_in_one_line(tmp_path, digits_model, x, labels, names):
-    from edgekit.data import load_dataset
+    from edgekit.sources.data import load_dataset
 
     path = tmp_path / "data.npz"
     extra = {} if names is None else {"class_names": np.array(names, dtype=str)}

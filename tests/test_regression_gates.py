@@ -35,7 +35,7 @@ def test_digits_mobilenet_keeps_its_accuracy(export_digits, target, recipe):
 @pytest.mark.parametrize("recipe", ["fp32", "int8"])
 def test_the_gpu_delegate_numerics_stay_close(export_digits, recipe):
     """LiteRT's GPU accelerator computes in fp16: its own numerics, scored the same way."""
-    from edgekit.machine import vulkan_facts
+    from edgekit.common.machine import vulkan_facts
 
     if not vulkan_facts()["available"]:
         pytest.skip(

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from cli_helpers import run_cli
 
-from edgekit.cells import failed_row as _failed
 from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
 from edgekit.report.history import compare_runs, list_runs, record_run, resolve_run
 from edgekit.report.recommend import pareto_front, recommend
 from edgekit.results import RESULTS_SCHEMA_VERSION, Results, Row, load_results
-from edgekit.run_config import RunConfig
+from edgekit.run.cells import failed_row as _failed
+from edgekit.run.config import RunConfig
 
 RECORDED = Path(__file__).parent / "data" / "results_recorded.json"
 HOST = {"latency_comparable": True, "where": "host"}

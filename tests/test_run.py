@@ -76,7 +76,7 @@ def test_a_run_measures_the_matrix_and_writes_its_report_and_history(capsys, tmp
 
 
 def test_a_second_run_copies_the_exports_of_the_first_and_says_so(capsys, tmp_path, monkeypatch):
-    import edgekit.export_cache as export_cache
+    import edgekit.export.cache as export_cache
 
     monkeypatch.setattr(export_cache, "store_dir", lambda: tmp_path / "exports")
     matrix = ("--targets", "onnx", "--recipes", "fp32", "--devices", "cpu", "--no-profile")
@@ -108,8 +108,8 @@ def _shape(results: dict) -> dict:
 
 
 def test_the_python_api_writes_what_the_cli_writes(tmp_path):
-    from edgekit.matrix import run_matrix
-    from edgekit.run_config import RunConfig
+    from edgekit.run.config import RunConfig
+    from edgekit.run.matrix import run_matrix
 
     config = RunConfig(
         targets=["onnx"],
@@ -174,13 +174,13 @@ def test_a_gpu_asked_for_by_name_without_a_driver_is_one_line_and_exit_2(tmp_pat
 
 
 def test_a_target_from_a_plugin_runs_through_edgekit_run(capsys, tmp_path, monkeypatch):
-    import edgekit.plugins
+    import edgekit.common.plugins
     import edgekit.targets
 
     # the registries as they were: later tests must not see the plugin
     monkeypatch.setattr(edgekit.targets, "TARGET_MODULES", dict(edgekit.targets.TARGET_MODULES))
     monkeypatch.setattr(edgekit.targets, "_REGISTRY", dict(edgekit.targets._REGISTRY))
-    monkeypatch.setattr(edgekit.plugins, "_loaded", set())
+    monkeypatch.setattr(edgekit.common.plugins, "_loaded", set())
     monkeypatch.setenv("EDGEKIT_PLUGINS", "torchscript_target")
     monkeypatch.setenv("PYTHONPATH", str(PLUGINS))
     monkeypatch.syspath_prepend(str(PLUGINS))
@@ -194,6 +194,27 @@ def test_a_target_from_a_plugin_runs_through_edgekit_run(capsys, tmp_path, monke
     assert row["status"] == "ok" and row["accuracy"]["agreement"] == 1.0
     assert row["runtime"]["runtime"].startswith("torch.jit") and row["speedup"] > 0
     assert (run_dir / "artifacts" / "digits-mobilenet-fp32.ts").is_file()
+
+
+def test_a_device_from_a_plugin_runs_through_edgekit_run(capsys, tmp_path, monkeypatch):
+    import edgekit.common.plugins
+    import edgekit.devices
+
+    monkeypatch.setattr(edgekit.devices, "DEVICE_MODULES", dict(edgekit.devices.DEVICE_MODULES))
+    monkeypatch.setattr(edgekit.devices, "_REGISTRY", dict(edgekit.devices._REGISTRY))
+    monkeypatch.setattr(edgekit.common.plugins, "_loaded", set())
+    monkeypatch.setenv("EDGEKIT_PLUGINS", "nice_cpu_device")
+    monkeypatch.setenv("PYTHONPATH", str(PLUGINS))  # the workers load the plugins too
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    result = _run(capsys, tmp_path, "--targets", "onnx", "--recipes", "fp32", "--devices",
+                  "cpu-nice")  # fmt: skip
+    assert result.code == 0, result.err
+    run_dir = Path(json.loads(result.out)["run_dir"])
+    rows = json.loads((run_dir / "results.json").read_text())["rows"]
+    (row,) = [r for r in rows if r["kind"] == "artifact"]
+    assert row["device"] == "cpu-nice" and row["status"] == "ok"
+    assert row["runtime"]["nice"] == 10 and row["accuracy"]["agreement"] == 1.0
+    assert row["traits"]["note"] == "host CPU at nice 10" and row["speedup"] > 0
 
 
 def test_many_models_in_one_run_each_with_its_own_data_and_section(capsys, tmp_path, monkeypatch):

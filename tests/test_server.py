@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from cli_helpers import run_cli
 
+from edgekit.common.machine import cuda_facts
 from edgekit.devices import get_device
 from edgekit.errors import DeviceUnavailable, UserInputError
-from edgekit.machine import cuda_facts
 from edgekit.results import Row
 from edgekit.targets.session import Accelerator
 

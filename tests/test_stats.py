@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from edgekit.metrics import compare_outputs, sqnr_db
-from edgekit.stats import (
+from edgekit.common.metrics import compare_outputs, sqnr_db
+from edgekit.common.stats import (
     band_of,
     latency_summary,
     mcnemar_exact,

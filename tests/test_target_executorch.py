@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from target_helpers import export_raw
 
+from edgekit.common.metrics import compare_outputs
 from edgekit.errors import DeviceUnavailable, UnsupportedExport
-from edgekit.metrics import compare_outputs
-from edgekit.source import SourceModel
+from edgekit.sources.source import SourceModel
 from edgekit.targets import get_target
 from edgekit.targets.base import ExportRequest
 from edgekit.targets.session import Accelerator
@@ -238,7 +238,7 @@ def test_a_lowering_error_names_the_innermost_cause():
 
 def test_a_file_its_runtime_cannot_run_is_an_unsupported_export_not_an_internal_error(digits_model):
     """A .pte XNNPACK refuses at execute() (EfficientNet int8-dynamic did) is one line."""
-    from edgekit.export import _validate
+    from edgekit.export.pipeline import _validate
     from edgekit.quantize.recipes import get_recipe
 
     class Refusing:

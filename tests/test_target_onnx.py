@@ -12,9 +12,9 @@ import pytest
 import torch
 from target_helpers import export_raw as export
 
+from edgekit.common.metrics import compare_outputs
 from edgekit.errors import DeviceUnavailable, UnsupportedExport, UserInputError
-from edgekit.metrics import compare_outputs
-from edgekit.source import SourceModel
+from edgekit.sources.source import SourceModel
 from edgekit.targets import get_target
 from edgekit.targets.session import Accelerator
 

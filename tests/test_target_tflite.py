@@ -18,9 +18,9 @@ import pytest
 import torch
 from target_helpers import export_raw as export
 
+from edgekit.common.metrics import compare_outputs
 from edgekit.errors import DeviceUnavailable, UnsupportedExport, UserInputError
-from edgekit.metrics import compare_outputs
-from edgekit.source import SourceModel
+from edgekit.sources.source import SourceModel
 from edgekit.targets import get_target
 from edgekit.targets.base import ExportRequest
 from edgekit.targets.session import Accelerator
@@ -193,8 +193,8 @@ def test_channel_last_io_removes_the_input_transpose(target, tmp_path):
     """A 3-channel model: plain litert-torch conversion starts with an NCHW->NHWC TRANSPOSE."""
     import litert_torch
 
-    from edgekit.architectures import MobileNetV2
-    from edgekit.preprocess import Preprocess
+    from edgekit.sources.architectures import MobileNetV2
+    from edgekit.sources.preprocess import Preprocess
 
     torch.manual_seed(0)
     module = MobileNetV2(
@@ -264,7 +264,7 @@ def test_the_target_declares_what_it_can_do(target):
 def predict_on_gpu(path, x):
     """The GPU session in a child process, as edgekit always runs it: a GPU driver that crashes
     (some do once TensorFlow is loaded in the same process) must not take the caller down."""
-    from edgekit.artifact import load_artifact
+    from edgekit.artifacts.artifact import load_artifact
     from edgekit.devices import get_device
 
     try:
@@ -319,7 +319,7 @@ def keras_source(tmp_path_factory):
     weights and non-trivial BN statistics, saved and loaded as a user's .keras file."""
     import keras
 
-    from edgekit.models import load_model
+    from edgekit.sources.load import load_model
 
     keras.utils.set_random_seed(0)
     layers = keras.layers

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from edgekit.data import load_dataset
-from edgekit.source import torch_digest
-from edgekit.training import DEFAULT_RECIPE, TrainingRecipe, cache_key, train_module
-from edgekit.weights import load_shipped, shipped_card
-from edgekit.zoo import ZOO
+from edgekit.sources.data import load_dataset
+from edgekit.sources.source import torch_digest
+from edgekit.sources.training import DEFAULT_RECIPE, TrainingRecipe, cache_key, train_module
+from edgekit.sources.weights import load_shipped, shipped_card
+from edgekit.sources.zoo import ZOO
 
 SHORT = TrainingRecipe(epochs=1)
 ENTRY = ZOO["digits-mobilenet"]
@@ -42,7 +42,7 @@ def test_the_shipped_weights_come_from_the_current_recipe_data_and_code():
 
 def test_a_damaged_weights_file_is_refused_with_its_name(tmp_path):
     from edgekit.errors import EdgekitError
-    from edgekit.weights import WEIGHTS_DIR, card_path
+    from edgekit.sources.weights import WEIGHTS_DIR, card_path
 
     card = json.loads(card_path(ENTRY.name).read_text())
     (tmp_path / card["file"]).write_bytes((WEIGHTS_DIR / card["file"]).read_bytes()[:-10])
@@ -80,7 +80,7 @@ def test_cache_key_changes_with_the_recipe_and_the_data():
 
 
 def test_second_use_loads_the_cached_weights(tmp_path, monkeypatch):
-    import edgekit.training as training
+    import edgekit.sources.training as training
 
     monkeypatch.setenv("EDGEKIT_CACHE", str(tmp_path))
     calls = []

@@ -19,8 +19,8 @@ import typer
 from edgekit.cli import audit, cluster, export, machine, measure, profile, qdebug, run, zoo  # noqa: F401
 from edgekit.cli.app import app
 from edgekit.cli.console import err_console
+from edgekit.common.quiet import VERBOSE_ENV
 from edgekit.errors import EdgekitError
-from edgekit.native import VERBOSE_ENV
 
 __all__ = ["app", "main"]
 
@@ -116,8 +116,8 @@ def main() -> None:
         if debug:
             _mark_finished()
             raise
+        from edgekit.common.pipcheck import missing_runtime
         from edgekit.errors import first_line
-        from edgekit.pipcheck import missing_runtime
 
         missing = missing_runtime(exc)  # neither onnxruntime extra installed: not a bug
         if missing is not None:

@@ -31,7 +31,7 @@ def audit(
 ) -> None:
     """Op census by compute dtype, quantization, float islands, I/O, Q/DQ and fallbacks of any
     model file; exit 1 with one line per reason when a file is not what --expect says."""
-    from edgekit.audit import audit_file
+    from edgekit.artifacts.audit import audit_file
 
     if not files:
         raise UserInputError("audit: give one or more model files")

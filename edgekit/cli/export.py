@@ -88,10 +88,10 @@ def export(
 ) -> None:
     """Export (and quantize) a model, validate it against the source, write artifact + manifest.
     An .onnx model is described by --layout, --mean, --std... (see eval)."""
-    from edgekit.data import load_dataset
     from edgekit.errors import UnsupportedExport
-    from edgekit.export import export_artifact
-    from edgekit.models import load_model
+    from edgekit.export.pipeline import export_artifact
+    from edgekit.sources.data import load_dataset
+    from edgekit.sources.load import load_model
     from edgekit.targets import parse_targets
 
     recipes = chosen_recipes(recipe, int8, fp16, int8_dynamic)
@@ -106,7 +106,7 @@ def export(
             raise UserInputError("--max-drop needs --int8")
         if keep:
             raise UserInputError("--max-drop chooses the float layers itself; drop --keep-float")
-        from edgekit.accuracy_aware import export_accuracy_aware
+        from edgekit.export.accuracy_aware import export_accuracy_aware
 
         for name in targets:
             aware = export_accuracy_aware(

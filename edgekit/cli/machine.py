@@ -21,8 +21,8 @@ def _yes(flag: object) -> str:
 @app.command()
 def doctor(as_json: JsonOption = False) -> None:
     """Which runtimes, delegates, GPUs and devices this machine has, and its fingerprint."""
-    from edgekit.doctor import device_words, diagnose
-    from edgekit.machine import describe
+    from edgekit.analysis.doctor import device_words, diagnose
+    from edgekit.common.machine import describe
 
     facts = diagnose()
     if as_json:

@@ -54,7 +54,7 @@ def eval_command(
 ) -> None:
     """Accuracy of artifacts against the baseline on the evaluation split (or of a source model).
     A file edgekit did not make is described from itself and the flags (see --layout)."""
-    from edgekit.accuracy import evaluate_artifact, evaluate_source
+    from edgekit.measure.accuracy import evaluate_artifact, evaluate_source
 
     if not artifacts:
         result = evaluate_source(model or "digits-mobilenet", data, foreign)
@@ -103,8 +103,8 @@ def bench(
     foreign: ForeignOptions = None,
 ) -> None:
     """Latency of artifacts on a device, interleaved with each other and the baseline."""
-    from edgekit.bench import bench_artifacts
-    from edgekit.latency import NoiseGuard, Protocol, check_session_gap
+    from edgekit.measure.bench import bench_artifacts
+    from edgekit.worker.latency import NoiseGuard, Protocol, check_session_gap
 
     if not artifacts:
         raise UserInputError("bench: give one or more artifacts")
@@ -134,7 +134,7 @@ def bench(
 
 def _hints(records: list) -> dict[str, str]:
     """Why int8/fp16 is not faster than fp32 on the same target, from each file's census."""
-    from edgekit.explain import not_faster_hints
+    from edgekit.analysis.explain import not_faster_hints
 
     items = [
         {"label": r.label, "target": r.target, "recipe": r.recipe, "device": r.device,
@@ -204,15 +204,15 @@ def check(
     foreign: ForeignOptions = None,
 ) -> None:
     """Exit 1 when accuracy drop, agreement, SQNR or latency breaks a bound; 2 on bad input."""
-    from edgekit.accuracy import evaluate_artifact
-    from edgekit.gates import (
+    from edgekit.measure.accuracy import evaluate_artifact
+    from edgekit.measure.gates import (
         accuracy_gates,
         device_vs_host_gate,
         latency_regression,
         run_accuracy_gates,
         run_latency_gates,
     )
-    from edgekit.latency import Protocol
+    from edgekit.worker.latency import Protocol
 
     if not paths:
         raise UserInputError("check: give one or more artifacts, or a run directory")

@@ -125,7 +125,7 @@ def device_options(
     return {"serial": serial, "cpu": cpu, "xnnpack": xnnpack}
 
 
-# edgekit.foreign.ForeignOptions, imported where used (the CLI starts fast)
+# edgekit.artifacts.foreign.ForeignOptions, imported where used (the CLI starts fast)
 ForeignOptions = Any
 
 # what a foreign model file (one edgekit did not make) cannot say about itself
@@ -202,7 +202,7 @@ def foreign_options(
     """ForeignOptions from the flags over ``[model]`` of ``--config`` (flags win)."""
     from dataclasses import replace
 
-    from edgekit.foreign import ForeignOptions, load_model_section
+    from edgekit.artifacts.foreign import ForeignOptions, load_model_section
 
     base = load_model_section(config) if config is not None else ForeignOptions()
     given: dict[str, Any] = {"layout": layout, "scale": scale}

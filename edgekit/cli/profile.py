@@ -30,8 +30,8 @@ def profile(
 ) -> None:
     """Time of each layer of each artifact, named by the source's module paths, with the
     runtime's own profiler; the whole-model p50 interleaved; why int8/fp16 (does not) pay."""
-    from edgekit.latency import Protocol
-    from edgekit.profile import profile_artifacts
+    from edgekit.analysis.profile import profile_artifacts
+    from edgekit.worker.latency import Protocol
 
     if not artifacts:
         raise UserInputError("profile: give one or more artifacts")

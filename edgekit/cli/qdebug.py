@@ -36,11 +36,11 @@ def quantize_debug(
     as_json: JsonOption = False,
 ) -> None:
     """Per-layer int8 sensitivity (SQNR, dB) on calibration data, most harmful layer first."""
-    from edgekit.data import load_dataset
-    from edgekit.models import load_model
     from edgekit.quantize.calibration import sample_calibration
     from edgekit.quantize.sensitivity import analyze, table
     from edgekit.quantize.sensitivity import plot as draw
+    from edgekit.sources.data import load_dataset
+    from edgekit.sources.load import load_model
     from edgekit.targets import get_target
 
     if target is not None:
@@ -50,7 +50,7 @@ def quantize_debug(
     calibration = sample_calibration(dataset, max(samples, 1))
     report = analyze(source, calibration.x, samples=samples, top=top)
     if target is not None:
-        from edgekit.crosscheck import crosscheck_report
+        from edgekit.analysis.crosscheck import crosscheck_report
 
         report = crosscheck_report(report, source, calibration.x, target)
     written = draw(report, plot) if plot is not None else None

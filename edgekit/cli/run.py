@@ -94,9 +94,9 @@ def run(
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from edgekit.devices import parse_devices
-    from edgekit.matrix import matrix_summary
     from edgekit.quantize.recipes import parse_recipes
-    from edgekit.run_config import RunConfig
+    from edgekit.run.config import RunConfig
+    from edgekit.run.matrix import matrix_summary
     from edgekit.targets import parse_targets
 
     base = RunConfig.from_toml(config) if config else RunConfig()
@@ -124,7 +124,7 @@ def run(
     settings = replace(base, **{key: value for key, value in given.items() if value is not None})
     settings.validate()
     if write_config is not None:
-        from edgekit.fileio import write_bytes_atomic
+        from edgekit.common.fileio import write_bytes_atomic
 
         write_bytes_atomic(write_config, settings.to_toml().encode())
         console.print(f"wrote {write_config}")
@@ -166,8 +166,8 @@ def run(
 def _run(settings: Any, say: Any, history: Path | None, foreign: Any, cluster: str | None,
          shared_dir: Path | None, resume: Path | None) -> Any:  # fmt: skip
     """The run, here or on a cluster; a resumed one runs only what its directory lacks."""
-    from edgekit.matrix import run_matrix
-    from edgekit.resume import resume_run
+    from edgekit.run.matrix import run_matrix
+    from edgekit.run.resume import resume_run
 
     def go(executor: Any) -> Any:
         if resume is not None:
@@ -190,7 +190,7 @@ def _refuse_absent(devices: list[str], asked: set[str]) -> None:
     any work (a default device is skipped instead, and named after the run)."""
     from edgekit.devices import device_class
     from edgekit.errors import DeviceUnavailable
-    from edgekit.matrix import LocalExecutor
+    from edgekit.run.matrix import LocalExecutor
 
     for name, why in LocalExecutor().absent_devices([d for d in devices if d in asked]).items():
         raise DeviceUnavailable(

@@ -18,7 +18,7 @@ from edgekit.errors import UserInputError
 @zoo_app.command("list")
 def zoo_list() -> None:
     """List the zoo's models."""
-    from edgekit.zoo import ZOO
+    from edgekit.sources.zoo import ZOO
 
     table = Table("name", "input", "classes", "weights", "description")
     for entry in ZOO.values():
@@ -34,7 +34,9 @@ def zoo_train(
     name: Annotated[str, typer.Argument()] = "digits-mobilenet",
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="write the weights and their card here (edgekit/weights)"),
+        typer.Option(
+            "--out", help="write the weights and their card here (edgekit/sources/weights)"
+        ),
     ] = None,
     epochs: Annotated[int | None, typer.Option("--epochs", help="default: the recipe's")] = None,
 ) -> None:
@@ -43,13 +45,13 @@ def zoo_train(
     import numpy as np
     import torch
 
-    from edgekit.data import load_dataset
-    from edgekit.fileio import sha256_file, temporary_directory
-    from edgekit.machine import cpu_model
-    from edgekit.source import SourceModel, torch_digest
-    from edgekit.training import DEFAULT_RECIPE, cache_key, trained_state_dict
-    from edgekit.weights import WeightsCard, write_shipped
-    from edgekit.zoo import ZOO
+    from edgekit.common.fileio import sha256_file, temporary_directory
+    from edgekit.common.machine import cpu_model
+    from edgekit.sources.data import load_dataset
+    from edgekit.sources.source import SourceModel, torch_digest
+    from edgekit.sources.training import DEFAULT_RECIPE, cache_key, trained_state_dict
+    from edgekit.sources.weights import WeightsCard, write_shipped
+    from edgekit.sources.zoo import ZOO
 
     entry = ZOO.get(name.removeprefix("zoo:"))
     if entry is None:
@@ -101,8 +103,8 @@ def zoo_show(name: Annotated[str, typer.Argument()] = "digits-mobilenet") -> Non
     """Show a zoo model's preprocessing config, size and compute."""
     import torch
 
-    from edgekit.architectures import count_macs
-    from edgekit.zoo import ZOO
+    from edgekit.sources.architectures import count_macs
+    from edgekit.sources.zoo import ZOO
 
     if name not in ZOO:
         raise UserInputError(f"{name}: no such zoo model (have: {', '.join(ZOO)})")

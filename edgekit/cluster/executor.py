@@ -32,14 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from edgekit import __version__
-from edgekit.artifact import Artifact, manifest_path
-from edgekit.cells import PoolResult, export_failed, failed_row
+from edgekit.artifacts.artifact import Artifact, manifest_path
 from edgekit.cluster import shipping
+from edgekit.common.fileio import write_bytes_atomic, write_json_atomic
 from edgekit.devices import DEFAULT_DEVICE
 from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError, first_line
-from edgekit.fileio import write_bytes_atomic, write_json_atomic
 from edgekit.results import Row
-from edgekit.run_config import RunConfig
+from edgekit.run.cells import PoolResult, export_failed, failed_row
+from edgekit.run.config import RunConfig
 from edgekit.targets import get_target
 
 
@@ -314,7 +314,7 @@ def node_name() -> str:
 def load_on_node(model: dict, weights: bytes | None, folder: Path) -> Any:
     """The source model on this node, its weights file written into ``folder``; a module this
     node cannot import is said with the node's name."""
-    from edgekit.models import reload_model
+    from edgekit.sources.load import reload_model
 
     try:
         return reload_model(shipping.localized(model, weights, folder))
@@ -325,8 +325,8 @@ def load_on_node(model: dict, weights: bytes | None, folder: Path) -> Any:
 def export_cell(config: dict, model: dict, data: str, target: str, recipe: str,
                 shared: str | None, weights: bytes | None = None) -> dict:  # fmt: skip
     """On a cluster node: one export, returned as bytes (or left in the shared directory)."""
-    from edgekit.cells import export_one
-    from edgekit.data import load_dataset
+    from edgekit.run.cells import export_one
+    from edgekit.sources.data import load_dataset
 
     started = time.perf_counter()
     settings = RunConfig(**config)
@@ -354,8 +354,8 @@ def export_cell(config: dict, model: dict, data: str, target: str, recipe: str,
 def device_cell(config: dict, device: str, files: list[dict], model: dict | None,
                 data: str | None, weights: bytes | None = None) -> dict:  # fmt: skip
     """On the device's node: the device pool over the shipped artifacts."""
-    from edgekit.cells import device_pool
-    from edgekit.data import load_dataset
+    from edgekit.run.cells import device_pool
+    from edgekit.sources.data import load_dataset
 
     settings = RunConfig(**config)
     with tempfile.TemporaryDirectory(prefix="edgekit-pool-") as tmp:
@@ -377,7 +377,7 @@ def device_cell(config: dict, device: str, files: list[dict], model: dict | None
         if source is not None:
             dataset = load_dataset(str(data), source.preprocess)
         elif artifacts and artifacts[0].classifier:
-            from edgekit.accuracy import dataset_for
+            from edgekit.measure.accuracy import dataset_for
 
             dataset = dataset_for(artifacts[0], str(data))
         pool = device_pool(settings, device, artifacts, source, dataset, lambda message: None)

@@ -45,7 +45,7 @@ class CannotImport(EdgekitError):
 
 def factory_module(spec: str) -> str | None:
     """The module a ``module:factory`` spec imports; None for a zoo name or a model file."""
-    from edgekit import zoo
+    from edgekit.sources import zoo
 
     if spec.startswith("zoo:") or spec in zoo.ZOO or ":" not in spec:
         return None

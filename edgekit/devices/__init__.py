@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from edgekit.common.plugins import load_plugins
 from edgekit.errors import UserInputError
-from edgekit.plugins import load_plugins
 
 # name -> module that defines and registers it; imported lazily
 DEVICE_MODULES: dict[str, str] = {

@@ -18,8 +18,8 @@ import numpy as np
 from edgekit.devices import register
 from edgekit.devices.base import Device, DeviceTraits
 from edgekit.errors import DeviceUnavailable
-from edgekit.latency import Block, BlockTimer, Protocol
 from edgekit.targets import get_target
+from edgekit.worker.latency import Block, BlockTimer, Protocol
 
 ADB_TIMEOUT_S = 30
 REMOTE_DIR = "/data/local/tmp/edgekit"

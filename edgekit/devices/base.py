@@ -1,4 +1,9 @@
-"""The device protocol: what a device can do and what its figures mean."""
+"""The device protocol: what a device can do and what its figures mean.
+
+A device plugin imports this one module: the base class and its traits, the registry's two
+calls (``add_device``, ``register``), ``Accelerator``, the timing contract (``Protocol``, ``Block``,
+``BlockTimer``) and the host worker (``artifact_timer``, ``WorkerTimer``, ``predict_in_child``)
+for a device that runs artifacts on this machine (``tests/plugins/nice_cpu_device.py``)."""
 
 from __future__ import annotations
 
@@ -8,8 +13,25 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from edgekit.devices import add_device, register
 from edgekit.errors import UserInputError
-from edgekit.latency import BlockTimer, Protocol
+from edgekit.targets.session import Accelerator
+from edgekit.worker.latency import Block, BlockTimer, Protocol
+from edgekit.worker.parent import WorkerTimer, artifact_timer, predict_in_child
+
+__all__ = [
+    "Accelerator",
+    "Block",
+    "BlockTimer",
+    "Device",
+    "DeviceTraits",
+    "Protocol",
+    "WorkerTimer",
+    "add_device",
+    "artifact_timer",
+    "predict_in_child",
+    "register",
+]
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.child import WorkerTimer, predict_in_child
+from edgekit.common.machine import vulkan_facts
 from edgekit.devices import register
 from edgekit.devices.base import Device, DeviceTraits
-from edgekit.latency import BlockTimer, Protocol
-from edgekit.machine import vulkan_facts
 from edgekit.targets import get_target
 from edgekit.targets.session import Accelerator
+from edgekit.worker.latency import BlockTimer, Protocol
+from edgekit.worker.parent import artifact_timer, predict_in_child
 
 SOFTWARE_VULKAN = "software Vulkan, not a GPU speed"
 
@@ -61,17 +61,9 @@ class HostDevice(Device):
         timeout_s: float,
         synthetic_delay_ms: float | None = None,
     ) -> BlockTimer:
-        request = {
-            "what": "artifact",
-            "artifact": str(artifact.path),
-            "accelerator": self.accelerator.value,
-            "threads": threads,
-            "warmup": protocol.warmup,
-            "session_options": self.session_options(artifact),
-            "synthetic_delay_ms": synthetic_delay_ms,
-            "manifest": artifact.manifest,
-        }
-        timer = WorkerTimer(artifact.label, request, sample, timeout_s)
+        timer = artifact_timer(artifact, self.accelerator.value, threads, sample, protocol,
+                               timeout_s, session_options=self.session_options(artifact),
+                               synthetic_delay_ms=synthetic_delay_ms)  # fmt: skip
         timer.runtime = self.annotate(timer.runtime)
         return timer
 
@@ -89,12 +81,12 @@ class CpuDevice(HostDevice):
         return DeviceTraits(latency_comparable=True, note="host CPU")
 
     def facts(self) -> dict[str, Any]:
-        from edgekit.machine import describe, fingerprint
+        from edgekit.common.machine import describe, fingerprint
 
         return {"machine": describe(fingerprint())}
 
     def advertise(self) -> dict[str, float]:
-        from edgekit.machine import fingerprint
+        from edgekit.common.machine import fingerprint
         from edgekit.targets import runtime_versions
 
         # the run's machine fingerprint (report, history): runs compare latency within one
@@ -113,7 +105,7 @@ class GpuDevice(HostDevice):
     accelerator = Accelerator.GPU
 
     def absent(self) -> str | None:
-        from edgekit.machine import cuda_facts
+        from edgekit.common.machine import cuda_facts
 
         if cuda_facts().get("available"):
             return None
@@ -135,7 +127,7 @@ class GpuDevice(HostDevice):
         return runtime
 
     def advertise(self) -> dict[str, float]:
-        from edgekit.machine import cuda_facts
+        from edgekit.common.machine import cuda_facts
 
         if cuda_facts().get("available"):
             kind = "cuda"
@@ -151,7 +143,7 @@ class GpuDevice(HostDevice):
         return DeviceTraits(latency_comparable=True, note="GPU")
 
     def facts(self) -> dict[str, Any]:
-        from edgekit.machine import cuda_facts, onnxruntime_providers
+        from edgekit.common.machine import cuda_facts, onnxruntime_providers
 
         vulkan = vulkan_facts()
         return {"vulkan": vulkan, "cuda": cuda_facts(), "onnxruntime": onnxruntime_providers()}

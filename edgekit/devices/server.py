@@ -28,7 +28,7 @@ class ServerDevice(HostDevice):
         return {"provider": self.provider}
 
     def unavailable_reason(self, artifact: Any) -> str | None:
-        from edgekit.machine import cuda_facts, onnxruntime_providers
+        from edgekit.common.machine import cuda_facts, onnxruntime_providers
         from edgekit.targets import get_target
 
         if "provider" not in get_target(artifact.target).session_options:
@@ -49,7 +49,7 @@ class ServerDevice(HostDevice):
         return DeviceTraits(latency_comparable=True, note=SERVER_NOTE, where="server")
 
     def advertise(self) -> dict[str, float]:
-        from edgekit.machine import cuda_facts, onnxruntime_providers
+        from edgekit.common.machine import cuda_facts, onnxruntime_providers
 
         here = cuda_facts().get("available") and PROVIDERS[self.provider] in (
             onnxruntime_providers()
@@ -57,7 +57,7 @@ class ServerDevice(HostDevice):
         return {f"edgekit_device_{self.name}": 1.0} if here else {}
 
     def facts(self) -> dict[str, Any]:
-        from edgekit.machine import cuda_facts, onnxruntime_providers
+        from edgekit.common.machine import cuda_facts, onnxruntime_providers
 
         return {"cuda": cuda_facts(), "onnxruntime": onnxruntime_providers()}
 

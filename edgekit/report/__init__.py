@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgekit.fileio import write_bytes_atomic, write_json_atomic
+from edgekit.common.fileio import write_bytes_atomic, write_json_atomic
 from edgekit.report.plots import plots
 from edgekit.report.profiles import profile_lines
 from edgekit.report.recommend import Recommendation, pareto_front, recommend_each
@@ -124,50 +124,99 @@ def _markdown_table(columns: tuple[str, ...], rows: list[list[str]]) -> list[str
     return lines + body
 
 
+@dataclass(frozen=True)
+class Section:
+    """A closing section of the report: its lines, listed, or as they are (``preformatted``:
+    a markdown table and list of its own)."""
+
+    heading: str
+    lines: list[str]
+    preformatted: bool = False
+
+
+@dataclass(frozen=True)
+class ReportContent:
+    """Everything a report shows, computed once; markdown, HTML and JSON render it."""
+
+    title: str
+    intro: list[str]
+    budget: float
+    blocks: list[ModelBlock]
+    cross: list[list[str]]
+    aware: list[str]
+    sections: list[Section]
+    images: dict[str, Path]
+
+    @property
+    def multi(self) -> bool:
+        return len(self.blocks) > 1
+
+
 def build_report(run_dir: str | Path) -> dict[str, Path]:
     """Write report.md, report.html, report.json and plots/ into ``run_dir``."""
     run_dir = Path(run_dir)
     results = load_results(run_dir)
+    content = _content(results, run_dir)
+    write_bytes_atomic(run_dir / "report.md", ("\n".join(_markdown(content)) + "\n").encode())
+    write_bytes_atomic(run_dir / "report.html", _html(content).encode())
+    write_json_atomic(run_dir / "report.json", _summary(content, results))
+    return {
+        "md": run_dir / "report.md",
+        "html": run_dir / "report.html",
+        "json": run_dir / "report.json",
+        **content.images,
+    }
+
+
+def _content(results: Results, run_dir: Path) -> ReportContent:
     run = results.run
     config = run.get("config", {})
     budget = config.get("max_drop", 1.0)
     blocks = model_blocks(results, budget, bool(config.get("point_estimate")))
-    multi = len(blocks) > 1
-    cross = across_models(results, blocks) if multi else []
-    images = plots(results, run_dir / "plots")
-    title = f"edgekit run {run['id']}"
-    intro = _intro(results)
-    aware = accuracy_aware_lines(results)
-    missing = unavailable(results)
     sections = [
-        ("Where the time goes", profile_lines(results)),
-        ("What edgekit assumed about files it did not make", assumptions(results)),
-        ("Not available on this machine", missing),
+        Section("Where the time goes", profile_lines(results), preformatted=True),
+        Section("What edgekit assumed about files it did not make", assumptions(results)),
+        Section("Not available on this machine", unavailable(results)),
     ]
-    md = [f"# {title}", "", *[f"- {line}" for line in intro], ""]
-    if multi:
-        md += ["## Across models", "", *_markdown_table(CROSS_COLUMNS, cross), ""]
-    level = "###" if multi else "##"
-    for block in blocks:
-        if multi:
+    return ReportContent(
+        title=f"edgekit run {run['id']}",
+        intro=_intro(results),
+        budget=budget,
+        blocks=blocks,
+        cross=across_models(results, blocks) if len(blocks) > 1 else [],
+        aware=accuracy_aware_lines(results),
+        sections=sections,
+        images=plots(results, run_dir / "plots"),
+    )
+
+
+def _markdown(content: ReportContent) -> list[str]:
+    md = [f"# {content.title}", "", *[f"- {line}" for line in content.intro], ""]
+    if content.multi:
+        md += ["## Across models", "", *_markdown_table(CROSS_COLUMNS, content.cross), ""]
+    level = "###" if content.multi else "##"
+    for block in content.blocks:
+        if content.multi:
             md += [f"## {block.name}", ""]
-        md += [f"{level} Recommendation", "", f"**{block.advice.summary}** (budget: {budget:g} "
-               "points)", ""]  # fmt: skip
+        md += [f"{level} Recommendation", "", f"**{block.advice.summary}** (budget: "
+               f"{content.budget:g} points)", ""]  # fmt: skip
         md += [f"- {label}: {why}" for label, why in block.advice.reasons]
         md += ["", f"{level} Results", "", *_markdown_table(COLUMNS, block.table), ""]
         md += ["Pareto front (latency against drop): " + ", ".join(r.label for r in block.front)]
         md += [""]
-    if aware:
-        md += ["## Accuracy-aware int8", "", *aware, ""]
-    for heading, lines in sections:
-        if lines:
-            listed = lines if heading == "Where the time goes" else [f"- {x}" for x in lines]
-            md += [f"## {heading}", "", *listed, ""]
-    md += [f"![{name}](plots/{path.name})" for name, path in images.items()]
-    write_bytes_atomic(run_dir / "report.md", ("\n".join(md) + "\n").encode())
-    page = _html(title, intro, budget, blocks, cross, aware, sections, images)
-    write_bytes_atomic(run_dir / "report.html", page.encode())
-    first = blocks[0]
+    if content.aware:
+        md += ["## Accuracy-aware int8", "", *content.aware, ""]
+    for section in content.sections:
+        if section.lines:
+            listed = section.lines if section.preformatted else [f"- {x}" for x in section.lines]
+            md += [f"## {section.heading}", "", *listed, ""]
+    md += [f"![{name}](plots/{path.name})" for name, path in content.images.items()]
+    return md
+
+
+def _summary(content: ReportContent, results: Results) -> dict[str, Any]:
+    run = results.run
+    first = content.blocks[0]
     summary: dict[str, Any] = {
         "run": run["id"],
         "machine": run.get("machine"),
@@ -176,7 +225,7 @@ def build_report(run_dir: str | Path) -> dict[str, Path]:
         "tie_break": first.advice.tie_break,
         "reasons": [{"row": label, "why": why} for label, why in first.advice.reasons],
         "pareto_front": [r.label for r in first.front],
-        "not_available": missing,
+        "not_available": unavailable(results),
         "table": {"columns": list(COLUMNS), "rows": table_rows(results)},
         "models": [
             {
@@ -185,18 +234,12 @@ def build_report(run_dir: str | Path) -> dict[str, Path]:
                 "recommendation_summary": block.advice.summary,
                 "pareto_front": [r.label for r in block.front],
             }
-            for block in blocks
+            for block in content.blocks
         ],
     }
-    if multi:
-        summary["across_models"] = {"columns": list(CROSS_COLUMNS), "rows": cross}
-    write_json_atomic(run_dir / "report.json", summary)
-    return {
-        "md": run_dir / "report.md",
-        "html": run_dir / "report.html",
-        "json": run_dir / "report.json",
-        **images,
-    }
+    if content.multi:
+        summary["across_models"] = {"columns": list(CROSS_COLUMNS), "rows": content.cross}
+    return summary
 
 
 def _html_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:
@@ -207,16 +250,9 @@ def _html_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _html(
-    title: str,
-    intro: list[str],
-    budget: float,
-    blocks: list[ModelBlock],
-    cross: list[list[str]],
-    aware: list[str],
-    sections: list[tuple[str, list[str]]],
-    images: dict[str, Path],
-) -> str:
+def _html(content: ReportContent) -> str:
+    title, intro, budget = content.title, content.intro, content.budget
+    blocks, cross, aware, images = content.blocks, content.cross, content.aware, content.images
     figures = "".join(
         f'<figure><img alt="{name}" src="data:image/png;base64,'
         f'{base64.b64encode(path.read_bytes()).decode()}"><figcaption>{name}</figcaption></figure>'
@@ -243,14 +279,14 @@ def _html(
         else ""
     )
     missing_html = "".join(
-        f"<h2>{html.escape(heading)}</h2>"
+        f"<h2>{html.escape(section.heading)}</h2>"
         + (
-            "<pre>" + html.escape("\n".join(lines)) + "</pre>"  # a markdown table and list
-            if heading == "Where the time goes"
-            else "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>"
+            "<pre>" + html.escape("\n".join(section.lines)) + "</pre>"
+            if section.preformatted
+            else "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in section.lines) + "</ul>"
         )
-        for heading, lines in sections
-        if lines
+        for section in content.sections
+        if section.lines
     )
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:13px}}

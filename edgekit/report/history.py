@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from edgekit.common.machine import differing_fields
 from edgekit.errors import UserInputError
-from edgekit.machine import differing_fields
 from edgekit.results import Results
 
 SCHEMA = """

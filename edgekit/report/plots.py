@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from edgekit.common.stats import median_interval
 from edgekit.report.recommend import measured, pareto_front
 from edgekit.results import Results
-from edgekit.stats import median_interval
 
 COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")

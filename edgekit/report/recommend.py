@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from edgekit.common.budget import DropBudget
+from edgekit.common.stats import ratio_interval
 from edgekit.results import Row
-from edgekit.stats import ratio_interval
 
 
 def same_pool(a: Row, b: Row) -> bool:
@@ -140,10 +141,9 @@ def _why_not(row: Row, max_drop: float, point_estimate: bool) -> str | None:
         return f"{row.traits.get('note') or 'its latency is not comparable'}"
     if row.traits.get("where") == "server":
         return "a server row: compared with the baseline, never with on-device rows"
-    bound = row.drop if point_estimate else row.drop_high
-    if bound > max_drop:
-        what = "drop" if point_estimate else "drop upper bound"
-        return f"{what} {bound:+.2f} > budget {max_drop:g}"
+    budget = DropBudget.of(max_drop, point_estimate)
+    if budget.over(row.drop, row.drop_high):
+        return budget.why_over(row.drop, row.drop_high)
     return None
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgekit.machine import describe
-from edgekit.peak import peak_source, peaks_text, percent
+from edgekit.common.machine import describe
+from edgekit.report.peaks import peak_source, peaks_text, percent
 from edgekit.results import Results, Row, precision_label
 
 COLUMNS = (

@@ -9,9 +9,17 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.targets import add_target, register
-from edgekit.targets.base import Coverage, ExportInfo, ExportRequest, Target
-from edgekit.targets.session import Accelerator, Session, TensorSpec
+from edgekit.targets.base import (
+    Accelerator,
+    Coverage,
+    ExportInfo,
+    ExportRequest,
+    Session,
+    Target,
+    TensorSpec,
+    add_target,
+    register,
+)
 
 add_target("torchscript", __name__, ".ts")
 

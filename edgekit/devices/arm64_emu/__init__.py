@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.child import WorkerProcess, WorkerTimer
 from edgekit.devices import get_device, register
 from edgekit.devices.arm64_emu.emulator import (
     LATENCY_LABEL,
@@ -35,8 +34,9 @@ from edgekit.devices.arm64_emu.emulator import (
 )
 from edgekit.devices.base import Device, DeviceTraits
 from edgekit.errors import DeviceUnavailable
-from edgekit.latency import BlockTimer, Protocol
 from edgekit.targets import get_target
+from edgekit.worker.latency import BlockTimer, Protocol
+from edgekit.worker.parent import WorkerProcess, WorkerTimer
 
 TIMEOUT_S = 900.0
 
@@ -139,7 +139,7 @@ class Arm64EmuDevice(Device):
         emulator, land, cpu = self.place(artifact)
         target = get_target(artifact.target)
         if sample is None and artifact.classifier:
-            from edgekit.preprocess import Preprocess
+            from edgekit.sources.preprocess import Preprocess
 
             shape = Preprocess.from_dict(artifact.manifest["preprocessing"]).input_shape()
             sample = np.random.default_rng(0).standard_normal(shape).astype(np.float32)

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgekit.cache import cache_dir
+from edgekit.common.cache import cache_dir
+from edgekit.common.fileio import journal
 from edgekit.errors import DeviceUnavailable, UserInputError
-from edgekit.fileio import journal
 
 MIN_QEMU = (10, 0)
 
@@ -272,7 +272,12 @@ def _module_file(name: str) -> Path:
 
 
 # What the guest imports besides a target's session module: numpy and stdlib only, all of them.
-GUEST_MODULES = ("edgekit.errors", "edgekit.native", "edgekit.loop", "edgekit.targets.session")
+GUEST_MODULES = (
+    "edgekit.errors",
+    "edgekit.common.quiet",
+    "edgekit.worker.loop",
+    "edgekit.targets.session",
+)
 
 
 def guest_tree(session_module: str, directory: Path) -> Path:

@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from edgekit.loop import first_invoke_ms, timed_block, warm_up
 from edgekit.targets.session import Accelerator, random_inputs
+from edgekit.worker.loop import first_invoke_ms, timed_block, warm_up
 
 
 def cpu_facts() -> dict:

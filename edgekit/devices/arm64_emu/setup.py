@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from edgekit.common.fileio import temporary_directory
 from edgekit.devices.arm64_emu.emulator import (
     CORE,
     CPU_CHOICES,
@@ -44,7 +45,6 @@ from edgekit.devices.arm64_emu.emulator import (
     qemu_version,
 )
 from edgekit.errors import DeviceUnavailable
-from edgekit.fileio import temporary_directory
 
 USERLAND_LIBS = ("libstdc++6", "libgcc-s1", "zlib1g", "libatomic1")
 PLATFORMS = (

@@ -1,0 +1,211 @@
+"""``edgekit profile``: where the time of each artifact goes, layer by layer, named by the source
+model's torch module paths (the names ``quantize-debug`` and ``--keep-float`` use), so that the
+three runtimes line up row by row.
+
+Each op's time comes from the runtime's own profiler (:mod:`edgekit.targets.profiling`), is
+put on the file's op census, and ops are summed per layer: a conv/linear layer of the source
+(``block2.dw``) where the op's module path falls inside one, else the module itself (a residual
+``add`` of ``block2``), else a group named by what the ops do (``(quantize/dequantize)``,
+``(layout and data movement)``). The whole-model p50 comes from the same artifacts timed
+interleaved (``edgekit bench``'s protocol), and every profile says how its layer times compare
+with it: what the ops do not account for is the runtime's per-invoke overhead."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgekit.artifacts.artifact import Artifact, load_artifact
+from edgekit.errors import EdgekitError
+from edgekit.targets import get_target
+from edgekit.targets.census import Census
+from edgekit.targets.profiling import DATA_GROUP, QUANT_GROUP, OpTimes, Placed, family, place
+from edgekit.worker.latency import NoiseGuard, Protocol
+
+TOP_OPS = 5
+
+
+@dataclass
+class LayerTime:
+    name: str
+    ms: float
+    share: float  # of the whole-model p50
+    ops: list[str]
+    method: str  # how this layer's time was obtained
+
+
+@dataclass
+class ArtifactProfile:
+    artifact: str
+    label: str
+    target: str
+    recipe: str
+    total_ms: float | None  # the whole-model p50, timed interleaved with the others
+    layers: list[LayerTime]
+    method: str
+    ops_ms: float  # the layers' sum
+    profiler_run_ms: float | None  # the runtime's own whole-invoke time while profiling
+    rounds_ms: list[float] = field(default_factory=list)
+    round_sessions: list[int] = field(default_factory=list)
+    noise_band: float | None = None
+    notes: list[str] = field(default_factory=list)
+    explanation: list[str] = field(default_factory=list)
+    speedup_vs_fp32: dict[str, Any] | None = None
+    # the runtime profiler's most expensive single ops, each with the layer it counts in
+    top_ops: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def coverage(self) -> float | None:
+        """The layers' sum over the whole-model p50."""
+        return self.ops_ms / self.total_ms if self.total_ms else None
+
+    def to_dict(self) -> dict[str, Any]:
+        payload = asdict(self)
+        payload["coverage"] = self.coverage
+        return payload
+
+
+def profile_artifacts(
+    artifacts: list[str | Path | Artifact],
+    threads: int = 1,
+    runs: int = 50,
+    warmup: int = 10,
+    protocol: Protocol | None = None,
+    foreign: Any = None,
+    progress: Any = None,
+    timed: dict[str, Any] | None = None,
+) -> list[ArtifactProfile]:
+    """Profile every artifact on the host CPU and time them interleaved; explain each against
+    the same target's fp32 artifact where one is among them. ``timed`` gives, per artifact
+    path, a latency record already measured in one pool (``edgekit run``'s): not re-timed."""
+    from edgekit.analysis.explain import explain_all
+
+    say = progress or (lambda message: None)
+    loaded = [
+        a if isinstance(a, Artifact) else load_artifact(a, foreign=foreign) for a in artifacts
+    ]
+    if timed is None:
+        from edgekit.devices import DEFAULT_DEVICE
+        from edgekit.measure.bench import bench_artifacts
+
+        say(f"timing {len(loaded)} artifact(s) interleaved")
+        records = bench_artifacts(loaded, DEFAULT_DEVICE, threads,
+                                  protocol or Protocol(rounds=10), NoiseGuard(enabled=False),
+                                  baseline=False)  # fmt: skip
+    else:
+        records = [timed[str(artifact.path)] for artifact in loaded]
+    profiles, details = [], {}
+    layer_names: dict[str, list[str]] = {}
+    for artifact, record in zip(loaded, records, strict=False):
+        say(f"profiling {artifact.label}")
+        census = get_target(artifact.target).census_for(artifact.path, artifact.manifest)
+        try:
+            times = get_target(artifact.target).profile(
+                artifact.path, artifact.manifest, threads, runs, warmup
+            )
+        except EdgekitError as exc:  # one file the profiler cannot run: said, the rest go on
+            times = OpTimes(method=f"not profiled: {exc}", events=[], runs=0)
+        total = record.stats.get("p50_ms") if record.status == "ok" else None
+        placed = place(census, times)
+        details[str(artifact.path)] = (census, placed)
+        # one source model load per model, however many of its artifacts are profiled
+        key = json.dumps(artifact.manifest.get("source") or {}, sort_keys=True)
+        if key not in layer_names:
+            layer_names[key] = source_layers(artifact)
+        names = layer_names[key]
+        layers = layers_of(census, placed, times, names, total)
+        top = sorted(placed, key=lambda entry: -entry.ms)[:TOP_OPS] if times.events else []
+        top_ops = [{"op": entry.name, "ms": entry.ms,
+                    "layer": layers_of(census, [entry], times, names, total)[0].name}
+                   for entry in top]  # fmt: skip
+        profiles.append(
+            ArtifactProfile(
+                artifact=str(artifact.path),
+                label=artifact.label,
+                target=artifact.target,
+                recipe=artifact.recipe,
+                total_ms=total,
+                layers=layers,
+                method=times.method,
+                ops_ms=sum(layer.ms for layer in layers),
+                profiler_run_ms=times.run_ms,
+                rounds_ms=list(record.rounds_ms),
+                round_sessions=list(getattr(record, "round_sessions", [])),
+                noise_band=record.noise_band,
+                notes=[*census.notes[:1], *times.notes, *_mapping_notes(census, artifact)],
+                top_ops=top_ops,
+            )
+        )
+    from edgekit.common.machine import fingerprint
+
+    explain_all(profiles, details, list(fingerprint().get("isa", [])))
+    return profiles
+
+
+def source_layers(artifact: Artifact) -> list[str]:
+    """The conv/linear layers of the artifact's torch source (none for a foreign file or an
+    ONNX source: then an op's module path is its layer)."""
+    source = artifact.manifest.get("source") or {}
+    if not source.get("spec") or source.get("framework", "torch") != "torch":
+        return []
+    from edgekit.quantize.layers import find_layers
+    from edgekit.sources.load import reload_model
+
+    try:
+        return [layer.name for layer in find_layers(reload_model(source).module)]
+    except Exception:  # a source that no longer loads: the op module paths still name layers
+        return []
+
+
+def layers_of(
+    census: Census,
+    placed: list[Placed],
+    times: OpTimes,
+    names: list[str],
+    total_ms: float | None,
+) -> list[LayerTime]:
+    """Ops summed into layers, in the order the runtime ran them."""
+    from edgekit.quantize.layers import layer_of
+
+    if not times.events:  # the profiler did not run: no layer times to claim
+        return []
+    groups: dict[str, list[Placed]] = {}
+    for entry in placed:
+        op = census.ops[entry.index] if entry.index is not None else None
+        groups.setdefault(_group(op, entry, names, layer_of), []).append(entry)
+    method = times.method.split(",")[0]
+    return [
+        LayerTime(
+            name=name,
+            ms=sum(e.ms for e in entries),
+            share=(sum(e.ms for e in entries) / total_ms) if total_ms else 0.0,
+            ops=[e.name for e in entries],
+            method=method,
+        )
+        for name, entries in groups.items()
+    ]
+
+
+def _group(op: Any, entry: Placed, names: list[str], layer_of: Any) -> str:
+    kind = op.kind if op is not None else family(entry.name)
+    if kind == "quant":
+        return QUANT_GROUP
+    module = op.module if op is not None else None
+    if module:
+        return layer_of(module, names) or module
+    if kind == "data" or "transpose" in entry.name.lower():
+        return DATA_GROUP
+    return f"({entry.name})"
+
+
+def _mapping_notes(census: Census, artifact: Artifact) -> list[str]:
+    compute = [op for op in census.ops if op.kind == "mac"]
+    unnamed = [op for op in compute if not op.module]
+    if compute and unnamed:
+        return [
+            f"{len(unnamed)} of {len(compute)} conv/matmul ops carry no module path in "
+            f"{artifact.path.name}: named by their op"
+        ]
+    return []

@@ -1,0 +1,264 @@
+"""``edgekit eval``: an artifact and the baseline on the evaluation split, compared.
+
+Top-1 (and top-5 with more than 5 classes) for both, the drop in points with a paired bootstrap
+interval, McNemar's exact test, top-1 agreement, logit SQNR and abs diffs, and which classes
+changed. On a device whose traits say ``compare_to_host`` (the emulated ARM64 core), also the
+same artifact's logits there against the host's (``versus_host``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from edgekit.artifacts.artifact import Artifact, load_artifact
+from edgekit.common.metrics import compare_outputs, device_vs_host
+from edgekit.common.stats import mcnemar_exact, paired_bootstrap_drop
+from edgekit.devices import DEFAULT_DEVICE, get_device
+from edgekit.errors import DeviceUnavailable, UserInputError
+from edgekit.sources.data import Dataset, load_dataset
+from edgekit.sources.load import reload_model
+from edgekit.sources.preprocess import Preprocess
+from edgekit.sources.source import SourceModel
+
+
+@dataclass
+class AccuracyRecord:
+    """One artifact on one device against the baseline, on the evaluation split."""
+
+    artifact: str
+    label: str
+    device: str
+    dataset: str
+    samples: int
+    top1: float
+    # against the baseline; None for a file without a source model (labels only)
+    baseline_top1: float | None
+    drop_points: float | None
+    drop_ci: tuple[float, float] | None
+    confidence: float
+    agreement: float | None
+    sqnr_db: float | None
+    max_abs_diff: float | None
+    mean_abs_diff: float | None
+    mcnemar: dict[str, float] | None
+    top5: float | None = None
+    baseline_top5: float | None = None
+    changed_classes: list[dict[str, Any]] = field(default_factory=list)
+    baseline: str = "source model, fp32, host CPU"
+    reference: str = "baseline"
+    runtime: dict[str, Any] = field(default_factory=dict)
+    versus_host: dict[str, Any] | None = None  # device logits against the host's
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    assumed: list[str] = field(default_factory=list)  # what was inferred about a foreign file
+
+    def to_dict(self) -> dict[str, Any]:
+        payload = asdict(self)
+        payload["drop_ci"] = None if self.drop_ci is None else list(self.drop_ci)
+        return payload
+
+    @classmethod
+    def from_dict(cls, payload: dict[str, Any]) -> AccuracyRecord:
+        known = {name for name in cls.__dataclass_fields__}
+        values = {k: v for k, v in payload.items() if k in known}
+        values["drop_ci"] = None if values.get("drop_ci") is None else tuple(values["drop_ci"])
+        return cls(**values)
+
+
+def labels_only(outputs: np.ndarray, labels: np.ndarray, names: tuple[str, ...]) -> dict:
+    """The figures of a file without a source model: top-1 (top-5) on the labels, no drop."""
+    result: dict[str, Any] = {
+        "samples": len(labels),
+        "top1": top_k(outputs, labels, 1),
+        "baseline_top1": None,
+        "drop_points": None,
+        "drop_ci": None,
+        "confidence": 0.95,
+        "agreement": None,
+        "sqnr_db": None,
+        "max_abs_diff": None,
+        "mean_abs_diff": None,
+        "mcnemar": None,
+        "baseline": "none: a file another tool made has no source model here",
+        "reference": "labels",
+    }
+    if len(names) > 5:
+        result["top5"] = top_k(outputs, labels, 5)
+    return result
+
+
+def top_k(logits: np.ndarray, labels: np.ndarray, k: int) -> float:
+    # stable: a tie (int8 logits are steps) goes to the lowest class index, as argmax does
+    best = np.argsort(-logits, axis=1, kind="stable")[:, :k]
+    return float(np.mean(np.any(best == labels[:, None], axis=1)))
+
+
+def compare_on_labels(
+    outputs: np.ndarray,
+    baseline: np.ndarray,
+    labels: np.ndarray,
+    class_names: tuple[str, ...],
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Every accuracy figure of ``outputs`` against ``baseline`` logits on ``labels``."""
+    artifact_correct = outputs.argmax(1) == labels
+    baseline_correct = baseline.argmax(1) == labels
+    figures = compare_outputs(baseline, outputs)
+    low, high = paired_bootstrap_drop(baseline_correct, artifact_correct, confidence)
+    result: dict[str, Any] = {
+        "samples": len(labels),
+        "top1": float(artifact_correct.mean()),
+        "baseline_top1": float(baseline_correct.mean()),
+        "drop_points": 100.0 * float(baseline_correct.mean() - artifact_correct.mean()),
+        "drop_ci": (low, high),
+        "confidence": confidence,
+        "agreement": figures["top1_agreement"],
+        "sqnr_db": figures["sqnr_db"],
+        "max_abs_diff": figures["max_abs_diff"],
+        "mean_abs_diff": figures["mean_abs_diff"],
+        "mcnemar": mcnemar_exact(baseline_correct, artifact_correct),
+        "changed_classes": _changed_classes(outputs, baseline, labels, class_names),
+    }
+    if len(class_names) > 5:
+        result["top5"] = top_k(outputs, labels, 5)
+        result["baseline_top5"] = top_k(baseline, labels, 5)
+    return result
+
+
+def _changed_classes(
+    outputs: np.ndarray, baseline: np.ndarray, labels: np.ndarray, names: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    """Per true class: images the baseline and the artifact get right, where they differ."""
+    rows = []
+    for index, name in enumerate(names):
+        mask = labels == index
+        if not mask.any():
+            continue
+        base = int(np.sum(baseline[mask].argmax(1) == index))
+        art = int(np.sum(outputs[mask].argmax(1) == index))
+        flipped = int(np.sum(baseline[mask].argmax(1) != outputs[mask].argmax(1)))
+        if base != art or flipped:
+            rows.append(
+                {
+                    "class": name,
+                    "images": int(mask.sum()),
+                    "baseline_correct": base,
+                    "artifact_correct": art,
+                    "predictions_changed": flipped,
+                }
+            )
+    return rows
+
+
+def source_for(artifact: Artifact) -> SourceModel:
+    """Reload the artifact's source model (the baseline) and check it is the one exported."""
+    source_info = artifact.manifest["source"]
+    try:
+        source = reload_model(source_info)
+    except UserInputError as exc:
+        raise UserInputError(
+            f"{artifact.path}: cannot load its source model for the baseline ({exc})"
+        ) from None
+    if source.digest != source_info["digest"]:
+        raise UserInputError(
+            f"{artifact.path}: its source model {source_info['spec']} changed since export "
+            f"(digest {source.digest[:12]} vs {source_info['digest'][:12]}); re-export"
+        )
+    return source
+
+
+def dataset_for(artifact: Artifact, data: str) -> Dataset:
+    preprocess = Preprocess.from_dict(artifact.manifest["preprocessing"])
+    return load_dataset(data, preprocess)
+
+
+def evaluate_artifact(
+    path: str | Artifact,
+    data: str = "digits",
+    device: str | Any = DEFAULT_DEVICE,
+    threads: int = 1,
+    confidence: float = 0.95,
+    limit: int | None = None,
+    source: SourceModel | None = None,
+    dataset: Dataset | None = None,
+    device_options: dict[str, Any] | None = None,
+    host_logits: np.ndarray | None = None,
+    foreign: Any = None,
+) -> AccuracyRecord:
+    """Run the evaluation split through the artifact on ``device`` (a name or a Device) and
+    through the baseline.
+
+    ``source`` and ``dataset`` let a caller that already holds them (``edgekit run``) skip
+    reloading; the source must be the one the artifact was exported from. ``host_logits``
+    replaces the host reference of a compare-to-host device (tests perturb it)."""
+    from edgekit.common.machine import fingerprint
+    from edgekit.targets import runtime_versions
+
+    artifact = path if isinstance(path, Artifact) else load_artifact(path, foreign=foreign)
+    if not artifact.classifier:
+        raise UserInputError(
+            f"{artifact.path}: accuracy is out of scope: "
+            f"{artifact.manifest['foreign']['not_a_classifier']} (edgekit bench still measures "
+            "its latency)"
+        )
+    where = get_device(device, **(device_options or {})) if isinstance(device, str) else device
+    reason = where.unavailable_reason(artifact)
+    if reason:
+        raise DeviceUnavailable(f"{artifact.path.name} on {where.name}: {reason}")
+    if artifact.foreign:
+        source = None
+    elif source is None or source.digest != artifact.manifest["source"]["digest"]:
+        source = source_for(artifact)
+    if dataset is None:
+        dataset = dataset_for(artifact, data)
+    if dataset.num_classes != len(artifact.manifest["preprocessing"]["class_names"]):
+        raise UserInputError(
+            f"{dataset.name}: dataset has {dataset.num_classes} classes, {artifact.path.name} "
+            f"has {len(artifact.manifest['preprocessing']['class_names'])} outputs"
+        )
+    split = dataset.evaluation
+    x, y = (split.x, split.y) if limit is None else (split.x[:limit], split.y[:limit])
+    outputs, runtime = where.predict(artifact, x, threads)
+    if source is None:
+        figures = labels_only(outputs, y, dataset.class_names)
+    else:
+        figures = compare_on_labels(outputs, source.predict(x), y, dataset.class_names, confidence)
+    versus = None
+    if where.traits(runtime).compare_to_host:
+        if host_logits is None:
+            host_logits, reference = where.host_reference(artifact, x, threads)
+        else:
+            reference = "given by the caller"
+        versus = dict(device_vs_host(outputs, np.asarray(host_logits)), reference=reference)
+        versus["kernels"] = str(runtime.get("kernels", ""))
+    return AccuracyRecord(
+        artifact=str(artifact.path),
+        label=artifact.label + where.label_suffix(runtime),
+        device=where.name,
+        dataset=dataset.name,
+        **figures,
+        runtime=runtime,
+        versus_host=versus,
+        fingerprint=fingerprint(threads, runtime_versions()),
+        assumed=artifact.assumed,
+    )
+
+
+def evaluate_source(spec: str, data: str = "digits", foreign: Any = None) -> dict[str, Any]:
+    """The source model alone on the evaluation split (``edgekit eval`` with no artifact)."""
+    from edgekit.sources.load import load_model
+
+    source = load_model(spec, foreign=foreign, data=data)
+    dataset = load_dataset(data, source.preprocess)
+    logits = source.predict(dataset.evaluation.x)
+    result = {
+        "model": source.name,
+        "dataset": dataset.name,
+        "samples": len(dataset.evaluation),
+        "top1": top_k(logits, dataset.evaluation.y, 1),
+        "digest": source.digest,
+    }
+    if dataset.num_classes > 5:
+        result["top5"] = top_k(logits, dataset.evaluation.y, 5)
+    return result

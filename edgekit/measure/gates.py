@@ -1,0 +1,307 @@
+"""Regression gates: bounds on the accuracy drop, agreement and SQNR, on the ARM-vs-x86
+difference, and on latency against a reference, each PASS or FAIL.
+
+The drop gate decides on the upper end of the bootstrap interval by default, so a gate fails
+only when the data say the drop may exceed the bound, not on one unlucky image. The latency
+gate interleaves the candidate with its reference and fails only when the *lower* end of the
+ratio's interval exceeds the bound: when the candidate is slower beyond doubt."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from edgekit.artifacts.artifact import Artifact, load_artifact
+from edgekit.common.budget import DropBudget
+from edgekit.common.stats import band_of, widen
+from edgekit.devices import DEFAULT_DEVICE, get_device
+from edgekit.errors import UserInputError
+from edgekit.measure.accuracy import AccuracyRecord
+from edgekit.measure.bench import measure
+from edgekit.measure.interleave import Interleaved
+from edgekit.results import Results
+from edgekit.worker.latency import LatencyRecord, NoiseGuard, Protocol
+
+# a latency gate goes on measuring while its interval straddles the threshold, up to this many
+# times the planned rounds: near the threshold only a narrower interval can decide
+EXTEND_ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class GateResult:
+    artifact: str
+    device: str
+    gate: str
+    measured: float
+    bound: float
+    passed: bool
+    detail: str = ""
+    figures: dict[str, Any] = field(default_factory=dict)  # machine-readable extras
+
+    def to_dict(self) -> dict[str, Any]:
+        payload = asdict(self)
+        payload.update(payload.pop("figures"))
+        return payload
+
+
+def accuracy_gates(
+    record: AccuracyRecord,
+    max_drop: float | None = None,
+    min_agreement: float | None = None,
+    min_sqnr: float | None = None,
+    point_estimate: bool = False,
+) -> list[GateResult]:
+    results = []
+    name, device = record.label, record.device
+    if record.drop_points is None and any(
+        b is not None for b in (max_drop, min_agreement, min_sqnr)
+    ):
+        raise UserInputError(
+            f"{record.artifact}: no baseline to measure a drop, agreement or SQNR against (a "
+            "file another tool made has no source model here); its top-1 on the labels is "
+            f"{100 * record.top1:.2f} %"
+        )
+    if max_drop is not None:
+        low, high = record.drop_ci
+        budget = DropBudget.of(max_drop, point_estimate)
+        measured = budget.measured(record.drop_points, high)
+        what = budget.figure + f" ({record.confidence:.0%})" * budget.on_upper_bound
+        detail = (
+            f"drop {record.drop_points:.2f} [{low:.2f}, {high:.2f}], "
+            f"McNemar p={record.mcnemar['p_value']:.3g}"
+        )
+        results.append(
+            GateResult(name, device, what, measured, max_drop, measured <= max_drop, detail)
+        )
+    if min_agreement is not None:
+        results.append(
+            GateResult(
+                name,
+                device,
+                "top-1 agreement",
+                record.agreement,
+                min_agreement,
+                record.agreement >= min_agreement,
+            )
+        )
+    if min_sqnr is not None:
+        results.append(
+            GateResult(
+                name, device, "SQNR (dB)", record.sqnr_db, min_sqnr, record.sqnr_db >= min_sqnr
+            )
+        )
+    return results
+
+
+def device_vs_host_gate(record: AccuracyRecord, max_diff: float) -> GateResult:
+    """The max |device - host| logit of a compare-to-host device (arm64-emu: ARM vs x86)."""
+    figures = record.versus_host
+    if figures is None:
+        raise UserInputError(
+            f"{record.label}: device {record.device} does not compare with the host "
+            "(--max-arm-x86-diff needs --device arm64-emu)"
+        )
+    measured = float(figures["max_abs_diff"])
+    detail = (
+        f"argmax agreement {figures['argmax_agreement']:.4f}, "
+        f"{figures['outputs_differing']}/{figures['outputs']} outputs differ"
+    )
+    return GateResult(
+        record.label,
+        record.device,
+        "ARM vs x86 max |diff|",
+        measured,
+        max_diff,
+        measured <= max_diff,
+        detail,
+    )
+
+
+def format_gates(results: list[GateResult]) -> str:
+    """A plain-text table (used in pytest failure messages and logs)."""
+    header = ("artifact", "device", "gate", "measured", "bound", "result")
+    rows = [header] + [
+        (
+            r.artifact,
+            r.device,
+            r.gate,
+            f"{r.measured:.3f}",
+            f"{r.bound:.3f}",
+            "PASS" if r.passed else "FAIL",
+        )
+        for r in results
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        for row in rows
+    ]
+    details = [f"  {r.artifact} {r.gate}: {r.detail}" for r in results if r.detail]
+    return "\n".join(lines + details)
+
+
+def run_accuracy_gates(
+    results: Results,
+    max_drop: float | None = None,
+    min_agreement: float | None = None,
+    min_sqnr: float | None = None,
+    point_estimate: bool = False,
+) -> list[GateResult]:
+    """Accuracy gates on every row of a run's results.json that has an accuracy figure."""
+    gates = []
+    for row in results.rows:
+        if row.kind != "artifact" or not row.accuracy:
+            continue
+        record = AccuracyRecord.from_dict(row.accuracy)
+        record.label = row.label
+        gates += accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)
+    return gates
+
+
+def _input_shape(artifact: Artifact) -> tuple[int, ...]:
+    return tuple(artifact.manifest["input"]["shape"])
+
+
+def latency_regression(
+    candidate: str | Artifact,
+    reference: str | Artifact,
+    max_regression_pct: float,
+    device: str = DEFAULT_DEVICE,
+    threads: int = 1,
+    protocol: Protocol | None = None,
+    guard: NoiseGuard | None = None,
+    device_options: dict[str, Any] | None = None,
+    foreign: Any = None,
+    synthetic_delay_ms: float | None = None,
+) -> GateResult:
+    """``candidate`` against ``reference``, interleaved with a second session of the reference
+    (the noise band: the reference against itself). Fails when the lower end of the 95 %
+    interval of candidate/reference exceeds ``1 + max_regression_pct / 100``.
+    ``synthetic_delay_ms`` slows the candidate by a known amount (the benchmarks use it)."""
+    if max_regression_pct < 0:
+        raise UserInputError(f"--max-latency-regression must be >= 0 %, got {max_regression_pct}")
+    new = (
+        candidate if isinstance(candidate, Artifact) else load_artifact(candidate, foreign=foreign)
+    )
+    old = (
+        reference if isinstance(reference, Artifact) else load_artifact(reference, foreign=foreign)
+    )
+    if _input_shape(new) != _input_shape(old):
+        raise UserInputError(
+            f"{old.path}: its input {list(_input_shape(old))} is not the candidate's "
+            f"{list(_input_shape(new))}: a latency ratio of different inputs means nothing"
+        )
+    where = get_device(device, **(device_options or {}))
+    if not where.traits().latency_comparable:
+        raise UserInputError(f"--device {device}: its latency is not comparable ({where.name})")
+    # one session: a gate's band is its own second session of the reference, and its rounds go
+    # on while the answer is open, which a split into sessions planned up front would not follow
+    protocol = replace(protocol or Protocol(rounds=20), sessions=1)
+    guard = guard or NoiseGuard()
+    bound = 1.0 + max_regression_pct / 100.0
+
+    def widened(result: Interleaved) -> tuple[float, float, float, tuple[float, float]]:
+        band = result.ratio(1, 0)[1]  # the reference against a second session of itself
+        ratio, interval = result.ratio(2, 0)
+        low, high = widen(interval, band_of(band))
+        return ratio, low, high, band
+
+    def decided(result: Interleaved) -> bool:
+        _, low, high, _ = widened(result)
+        return low > bound or high <= bound  # the whole interval on one side of the threshold
+
+    sides = [(old, None), (old, None), (new, synthetic_delay_ms)]
+    timers, records = [], []
+    try:
+        for artifact, delay in sides:
+            extra = {"synthetic_delay_ms": delay} if delay else {}
+            timers.append(where.timer(artifact, threads, None, protocol, 600.0, **extra))
+            records.append(LatencyRecord.for_artifact(artifact, where.name, threads))
+        result = measure(timers, records, protocol, guard, None, decided,
+                         EXTEND_ROUNDS * protocol.rounds)  # fmt: skip
+    finally:
+        for timer in timers:
+            timer.close()
+    failed = [r.error for r in records if r.status != "ok"]
+    if failed:
+        raise UserInputError(f"{new.path}: the latency comparison failed: {failed[0]}")
+    ratio, low, high, (band_low, band_high) = widened(result)
+    detail = (
+        f"candidate/reference {ratio:.3f} [{low:.3f}, {high:.3f}] over "
+        f"{len(result.rounds_used)} interleaved rounds (up to {EXTEND_ROUNDS}x {protocol.rounds} "
+        f"while the interval straddles {bound:.2f}), widened by the noise band: the "
+        f"reference against a second session of itself [{band_low:.3f}, {band_high:.3f}]; p50 "
+        f"{records[2].stats['p50_ms']:.3f} ms vs "
+        f"{records[0].stats['p50_ms']:.3f} ms"
+    )
+    return GateResult(
+        str(new.path),
+        where.name,
+        "latency ratio, 95% lower bound",
+        low,
+        bound,
+        low <= bound,
+        detail,
+        {"ratio": ratio, "ratio_ci": [low, high], "noise_band": [band_low, band_high],
+         "rounds": len(result.rounds_used)},
+    )  # fmt: skip
+
+
+def run_latency_gates(
+    results: Results,
+    run_dir: Any,
+    earlier_run: str,
+    max_regression_pct: float,
+    history: Any = None,
+    across_machines: bool = False,
+    remeasure: bool = True,
+    protocol: Protocol | None = None,
+) -> list[GateResult]:
+    """Each artifact row of a run against the same row of an earlier run in the history.
+
+    Where both artifact files still exist and the device is the host's, the two are measured
+    again now, interleaved (:func:`latency_regression`); otherwise the recorded p50s are
+    compared, only when both rows carry the same machine fingerprint (else one line naming the
+    fields that differ, unless ``across_machines``, which labels every such figure)."""
+    from pathlib import Path
+
+    from edgekit.report.history import machine_mismatch, run_rows
+
+    before = run_rows(earlier_run, history)
+    gates = []
+    for row in results.rows:
+        then = before.get(row.key)
+        if row.kind != "artifact" or row.p50 is None or not then or not then["p50_ms"]:
+            continue
+        current = Path(run_dir) / row.artifact if row.artifact else None
+        previous = Path(then["artifact_path"]) if then.get("artifact_path") else None
+        host = row.traits.get("where") == "host" and row.latency_comparable
+        if remeasure and host and current and previous and current.is_file() and previous.is_file():
+            gate = latency_regression(
+                current, previous, max_regression_pct, str(row.device), row.threads or 1, protocol
+            )
+            gates.append(GateResult(row.key, gate.device, gate.gate, gate.measured, gate.bound,
+                                    gate.passed, gate.detail, gate.figures))  # fmt: skip
+            continue
+        mismatch = machine_mismatch(row.fingerprint, then["fingerprint"], f"{row.key}")
+        if mismatch and not across_machines:
+            raise UserInputError(mismatch)
+        change = 100.0 * (row.p50 - then["p50_ms"]) / then["p50_ms"]
+        detail = (
+            f"recorded p50 {then['p50_ms']:.3f} ms in {earlier_run} -> {row.p50:.3f} ms "
+            "(two moments, not interleaved: no interval)"
+        )
+        if mismatch:
+            detail += f"; ACROSS MACHINES: {mismatch.split('(')[1].split(')')[0]}"
+        gates.append(
+            GateResult(
+                row.key,
+                str(row.device),
+                "p50 regression (%), recorded",
+                change,
+                max_regression_pct,
+                change <= max_regression_pct,
+                detail,
+            )
+        )
+    return gates

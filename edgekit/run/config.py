@@ -1,0 +1,128 @@
+"""Every option of ``edgekit run``; also what ``edgekit.toml`` holds under ``[run]``, checked
+against the types below (a wrong type or an unknown key is one line naming the file and key)."""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from edgekit.common.schema import matches, type_name
+from edgekit.devices import DEFAULT_DEVICES, parse_devices
+from edgekit.errors import UserInputError
+from edgekit.targets import target_names
+from edgekit.worker.latency import check_session_gap
+
+
+@dataclass
+class RunConfig:
+    model: str = "digits-mobilenet"
+    data: str = "digits"
+    targets: list[str] = field(default_factory=target_names)
+    recipes: list[str] = field(default_factory=lambda: ["fp32", "fp16", "int8", "int8-dynamic"])
+    devices: list[str] = field(default_factory=lambda: list(DEFAULT_DEVICES))
+    threads: list[int] = field(default_factory=lambda: [1])
+    calibration_samples: int = 200
+    max_drop: float = 1.0
+    name: str | None = None
+    runs_dir: str = "runs"
+    serial: str | None = None  # android: the adb serial
+    arm64_cpu: str | None = None  # arm64-emu core (None: its default, cortex-a76)
+    warmup: int = 10
+    min_runs: int = 50
+    min_seconds: float = 1.0
+    rounds: int = 10  # interleaved rounds per device pool, at least
+    sessions: int = 1  # the rounds run in this many sessions of every side (intervals' units)
+    session_gap: float = 0.0  # seconds before each new session (sessions spread over minutes)
+    noise_guard: bool = True
+    accuracy_aware: bool = False  # int8: keep the most harmful layers float until within max_drop
+    point_estimate: bool = False  # decide on the drop itself, not its interval's upper bound
+    timeout: float = 600.0
+    data_for: dict[str, str] = field(default_factory=dict)  # model spec -> its dataset
+    profile: bool = True  # the report's per-layer section: host-CPU artifacts, first thread count
+    profile_runs: int = 30  # profiled invokes per artifact
+    export_cache: bool = True  # reuse an export of the same inputs on this machine (export_cache)
+
+    def model_specs(self) -> list[str]:
+        """The run's models: ``model`` holds one or several, comma-separated."""
+        return [spec.strip() for spec in self.model.split(",") if spec.strip()]
+
+    def validate(self) -> None:
+        from edgekit.quantize.recipes import get_recipe
+        from edgekit.targets import parse_targets
+
+        parse_targets(",".join(self.targets))
+        specs = self.model_specs()
+        if not specs:
+            raise UserInputError("model: give at least one model")
+        if len(set(specs)) != len(specs):
+            raise UserInputError(f"model: a model is named twice in '{self.model}'")
+        unknown = sorted(set(self.data_for) - set(specs))
+        if unknown:
+            raise UserInputError(f"data_for: {unknown[0]} is not one of the run's models")
+        for recipe in self.recipes:
+            get_recipe(recipe)
+        parse_devices(",".join(self.devices) or " ")
+        if not self.threads or min(self.threads) < 1:
+            raise UserInputError(f"threads must be positive counts, got {self.threads}")
+        counts = ("calibration_samples", "warmup", "min_runs", "rounds", "sessions", "profile_runs")
+        for name in counts:
+            if getattr(self, name) < (0 if name == "warmup" else 1):
+                raise UserInputError(f"{name} must be positive, got {getattr(self, name)}")
+        check_session_gap(self.session_gap, self.sessions)
+        if self.max_drop < 0 or self.min_seconds < 0 or self.timeout <= 0:
+            raise UserInputError("max_drop and min_seconds must be >= 0, timeout > 0")
+
+    def device_options(self, device: str) -> dict[str, Any]:
+        """The options of ``device`` this config sets (serial, arm64 CPU model)."""
+        from edgekit.devices import device_class
+
+        given = {"serial": self.serial, "cpu": self.arm64_cpu}
+        return {k: v for k, v in given.items() if k in device_class(device).options}
+
+    @classmethod
+    def from_toml(cls, path: Path) -> RunConfig:
+        from edgekit.common.fileio import read_toml
+
+        payload = read_toml(path)
+        # [model] describes model files another tool made (edgekit.artifacts.foreign), not the run
+        section = payload.get("run", {k: v for k, v in payload.items() if k != "model"})
+        if not isinstance(section, dict):
+            raise UserInputError(f"{path}: [run] must be a table")
+        return cls(**checked(section, path))
+
+    def to_toml(self) -> str:
+        lines = ["# edgekit run --config edgekit.toml", "[run]"]
+        for key, value in asdict(self).items():
+            if value is None:
+                continue
+            lines.append(f"{key} = {_toml_value(value)}")
+        return "\n".join(lines) + "\n"
+
+
+def checked(section: dict[str, Any], path: Path) -> dict[str, Any]:
+    """``section`` with every key known and every value of its field's type."""
+    hints = typing.get_type_hints(RunConfig)
+    known = {f.name for f in fields(RunConfig)}
+    unknown = sorted(set(section) - known)
+    if unknown:
+        raise UserInputError(f"{path}: unknown option(s) {', '.join(unknown)} under [run]")
+    for key, value in section.items():
+        if not matches(value, hints[key]):
+            raise UserInputError(f"{path}: '{key}' must be {type_name(hints[key])}, got {value!r}")
+    return {key: float(v) if hints[key] is float else v for key, v in section.items()}
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table
+        return (
+            "{" + ", ".join(f"{_toml_value(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+        )
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)

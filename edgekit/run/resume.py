@@ -1,0 +1,116 @@
+"""``edgekit run --resume RUN_DIR``: run only what a finished run is missing (its failed and
+unavailable rows: a node that died, a device that was unplugged), and write the run directory
+again, complete. Rows that were measured are kept as they are; a device pool that runs again
+times only the artifacts it lacks, with its own baseline (the report then compares rows of two
+pools by their p50s, and says so, as it does for any two pools).
+
+The new directory is built beside the old one and swapped in, so an interrupted resume leaves
+the old run as it was."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import fields, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from edgekit.artifacts.artifact import load_artifact
+from edgekit.common.fileio import journal, write_json_atomic
+from edgekit.errors import UserInputError
+from edgekit.report import build_report
+from edgekit.results import Results, Row, load_results
+from edgekit.run.config import RunConfig
+
+
+def resume_run(
+    run_dir: Path, progress: Any = None, history: Path | None = None, executor: Any = None
+) -> Any:
+    from edgekit.run.matrix import LocalExecutor, finish, measure, subjects
+
+    run_dir = Path(run_dir)
+    old = load_results(run_dir)
+    known = {f.name for f in fields(RunConfig)}
+    config = RunConfig(**{k: v for k, v in old.run["config"].items() if k in known})
+    say = progress or (lambda message: None)
+    missing = [row for row in old.rows if row.status != "ok"]
+    if not missing:
+        raise UserInputError(f"{run_dir}: nothing to resume (every row was measured)")
+    kept = [row for row in old.rows if row.status == "ok"]
+    partial = run_dir.with_name(f".{run_dir.name}.resume")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(run_dir / "artifacts", partial / "artifacts")
+    journal(partial)
+    try:
+        models = subjects(config)
+        for model in models:
+            if model.given is not None:
+                model.given = load_artifact(partial / "artifacts" / model.given.path.name)
+        redo = _Redo(missing, partial / "artifacts", executor or LocalExecutor())
+        results = measure(config, models, partial, old.run["id"], datetime.now(UTC), say, redo,
+                          keep=kept)  # fmt: skip
+        results.run["created"] = old.run["created"]
+        results.run["resumed"] = [*old.run.get("resumed", []), datetime.now(UTC).isoformat()]
+        results.run["profiles"] = old.run.get("profiles") or results.run["profiles"]
+        _keep_baselines(results, kept)
+        write_json_atomic(partial / "results.json", results.to_dict())
+        build_report(partial)
+        backup = run_dir.with_name(f".{run_dir.name}.old")
+        run_dir.rename(backup)
+        partial.rename(run_dir)
+        shutil.rmtree(backup, ignore_errors=True)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return finish(results, run_dir, history, config)
+
+
+class _Redo:
+    """An executor that runs only the missing cells: the exports that failed, and on each
+    device the artifacts whose rows there did not come back."""
+
+    def __init__(self, missing: list[Row], folder: Path, inner: Any) -> None:
+        self.missing, self.folder, self.inner = missing, folder, inner
+
+    def export_all(self, config: RunConfig, source: Any, dataset: Any, out_dir: Path,
+                   say: Any) -> tuple[list, list[Row]]:  # fmt: skip
+        cells = {(r.target, r.recipe) for r in self.missing if r.stage == "export"}
+        exported, rows = [], []
+        for target, recipe in sorted(cells):
+            one = replace(config, targets=[target], recipes=[recipe])
+            made, failed = self.inner.export_all(one, source, dataset, out_dir, say)
+            exported += made
+            rows += failed
+        self.fresh = {a.path.name for a in exported}
+        existing = [load_artifact(p) for p in sorted(self.folder.glob("*"))
+                    if not p.name.endswith(".json") and p.name not in self.fresh]  # fmt: skip
+        self.missing = [r for r in self.missing if r.stage != "export"]
+        return exported + existing, rows
+
+    def device_pools(self, config: RunConfig, exported: list, source: Any, dataset: Any,
+                     say: Any) -> list:  # fmt: skip
+        pools = []
+        fresh = getattr(self, "fresh", set())
+        for device in config.devices:
+            wanted = {Path(str(r.artifact)).name for r in self.missing if r.device == device}
+            chosen = [a for a in exported if a.path.name in wanted or a.path.name in fresh]
+            if not chosen:
+                continue
+            say(f"resume: {len(chosen)} artifact(s) on {device}")
+            pools += self.inner.device_pools(replace(config, devices=[device]), chosen, source,
+                                             dataset, say)  # fmt: skip
+        return pools
+
+
+def _keep_baselines(results: Results, kept: list[Row]) -> None:
+    """A baseline the old run measured stays; the resumed pools' own are dropped for it."""
+    seen = {(r.model, r.device, r.threads) for r in kept if r.kind == "baseline"}
+    first: set = set()
+    rows = []
+    for row in results.rows:
+        key = (row.model, row.device, row.threads)
+        if row.kind == "baseline" and row not in kept and (key in seen or key in first):
+            continue
+        if row.kind == "baseline":
+            first.add(key)
+        rows.append(row)
+    results.rows[:] = rows

@@ -1,0 +1,248 @@
+"""The target protocol: how a source model becomes an artifact, and how an artifact is opened.
+
+A target is a package ``edgekit/targets/<name>/`` whose ``__init__`` defines one :class:`Target`
+subclass (capabilities as class attributes, heavy imports deferred) and registers it; the registry
+line in ``edgekit/targets/__init__.py`` is the only other place that names it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from edgekit.sources.source import SourceModel
+from edgekit.targets import add_target, register
+from edgekit.targets.census import Census
+from edgekit.targets.profiling import OpTimes
+from edgekit.targets.session import Accelerator, Session, TensorSpec
+
+# a target plugin imports this one module: the base class, what it is handed and returns, the
+# session contract, and the registry's two calls (tests/plugins/torchscript_target.py)
+__all__ = [
+    "Accelerator",
+    "Census",
+    "Coverage",
+    "ExportInfo",
+    "ExportRequest",
+    "FileFacts",
+    "LayerErrors",
+    "OfficialRunner",
+    "OpTimes",
+    "Session",
+    "SourceModel",
+    "Target",
+    "TensorSpec",
+    "add_target",
+    "register",
+]
+
+
+@dataclass
+class ExportRequest:
+    source: SourceModel
+    recipe: str  # fp32, fp16, int8, int8-dynamic
+    output: Path  # write the artifact exactly here (a temporary name the caller renames)
+    calibration: np.ndarray | None = None  # NCHW float32, for recipes that need it
+    io_dtype: str = "float32"  # "int8": integer input and output (targets that declare it)
+    keep_float: tuple[str, ...] = ()  # module paths to leave in float (quantize-debug)
+
+
+@dataclass
+class ExportInfo:
+    """What a target reports about the file it wrote."""
+
+    input: TensorSpec
+    output: TensorSpec
+    details: dict[str, Any] = field(default_factory=dict)  # exporter, opset, converter options
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LayerErrors:
+    """A target's own per-layer int8 error (quantize-debug's cross-check column), by layer."""
+
+    tool: str  # the target's tool the figures come from
+    db: dict[str, float]  # layer (torch module path) -> SQNR in dB
+    missing: dict[str, str] = field(default_factory=dict)  # layer without a figure -> why
+
+
+@dataclass
+class Coverage:
+    """How much of the graph runs on the fast path (delegate / accelerated kernels / int8)."""
+
+    total_ops: int
+    fast_ops: int  # ops inside the delegate or on the accelerated path
+    fallback_ops: list[str]  # op types that run outside it (the slow path)
+    transposes: int  # NCHW<->NHWC transposes left in the graph
+    int8_ops: int | None = None  # compute ops that run in int8 (quantized recipes)
+    compute_ops: int | None = None  # denominator for int8_ops
+    summary: str = ""
+
+    @property
+    def fast_fraction(self) -> float:
+        return self.fast_ops / self.total_ops if self.total_ops else 1.0
+
+    @property
+    def int8_fraction(self) -> float | None:
+        if self.int8_ops is None or not self.compute_ops:
+            return None
+        return self.int8_ops / self.compute_ops
+
+    def to_dict(self) -> dict[str, Any]:
+        payload = asdict(self)
+        payload["fast_fraction"] = self.fast_fraction
+        payload["int8_fraction"] = self.int8_fraction
+        return payload
+
+
+@dataclass(frozen=True)
+class OfficialRunner:
+    """The target's own benchmark binary on a phone: where a user points edgekit at it, its
+    command line and the parser of what it prints."""
+
+    env_var: str
+    command: Callable[[str, str, int, int, bool], list[str]]  # runner, model, threads, runs, gpu
+    parse: Callable[[str], dict[str, float]]
+
+
+class Target:
+    """Subclass per export format; see the module docstring."""
+
+    name: ClassVar[str] = (
+        ""  # its file suffix is in the registry table (edgekit/targets/__init__.py)
+    )
+    runtime: ClassVar[str] = ""  # the on-device runtime, for messages
+    recipes: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "int8", "int8-dynamic")
+    frameworks: ClassVar[tuple[str, ...]] = ("torch",)
+    io_dtypes: ClassVar[tuple[str, ...]] = ("float32",)
+    accelerators: ClassVar[tuple[Accelerator, ...]] = (Accelerator.CPU,)
+    # how long an export takes against the others' (a cluster starts the longest first)
+    export_cost: ClassVar[float] = 1.0
+    session_options: ClassVar[tuple[str, ...]] = ()  # options open() takes (tflite: xnnpack)
+    packages: ClassVar[tuple[str, ...]] = ()  # distributions it exports and runs with
+    export_modules: ClassVar[tuple[str, ...]] = ()  # doctor: these must import to export
+    run_modules: ClassVar[tuple[str, ...]] = ()  # ... and these to run
+    session_module: ClassVar[str] = ""  # numpy-only module with open_session (the guest runs it)
+    guest_modules: ClassVar[tuple[str, ...]] = ()  # runtime modules that session needs
+    # module whose kernels() gives its runtime's GEMM peak kernels (edgekit.measure.peak); "": none
+    peak_module: ClassVar[str] = ""
+
+    def unsupported_reason(
+        self, recipe: str, source: SourceModel, io_dtype: str = "float32"
+    ) -> str | None:
+        """None when this target can export ``recipe`` for ``source``, else why not."""
+        if recipe not in self.recipes:
+            return f"{self.name}: unknown recipe '{recipe}' (have {', '.join(self.recipes)})"
+        if source.framework not in self.frameworks:
+            return (
+                f"{self.name}/{recipe}: {source.name} is a {source.framework} model; "
+                f"{self.name} exports {', '.join(self.frameworks)} models"
+            )
+        if io_dtype not in self.io_dtypes:
+            return (
+                f"{self.name}/{recipe}: io_dtype {io_dtype} is not supported; {self.name} "
+                f"artifacts keep {', '.join(self.io_dtypes)} input and output"
+            )
+        return None
+
+    def export(self, request: ExportRequest) -> ExportInfo:
+        raise NotImplementedError
+
+    def open(
+        self,
+        path: Path,
+        manifest: dict[str, Any],
+        accelerator: Accelerator = Accelerator.CPU,
+        threads: int = 1,
+        **options: Any,
+    ) -> Session:
+        """Open the artifact with the target's numpy-only session module."""
+        import importlib
+
+        module = importlib.import_module(self.session_module)
+        return module.open_session(Path(path), manifest, accelerator, threads, **options)
+
+    def coverage(self, path: Path, manifest: dict[str, Any]) -> Coverage:
+        raise NotImplementedError
+
+    def describe(self, path: Path) -> FileFacts:
+        """The file's own inputs and outputs (for files edgekit did not make)."""
+        raise NotImplementedError(f"{self.name}: cannot read a file it did not make")
+
+    # a file of this format can be a source model (--model file.onnx)
+    loads_source: ClassVar[bool] = False
+
+    def load_source(
+        self, path: Path, described: dict[str, Any], load_options: dict[str, Any]
+    ) -> SourceModel:
+        """The file as a source model; ``described`` is its inferred manifest."""
+        raise NotImplementedError(f"{self.name}: its files are not source models")
+
+    def convert_source(self, source: SourceModel, target: str) -> SourceModel:
+        """A source this target loaded, as a model ``target`` exports (its frameworks)."""
+        raise NotImplementedError(f"{self.name}: cannot convert its source for {target}")
+
+    def census(self, path: Path, manifest: dict[str, Any] | None = None) -> Census:
+        """Every op of the file with its compute dtype, weights, MACs and placement; the
+        manifest edgekit wrote beside it (None: the file alone) may add what the format does
+        not keep (a .pte's module paths)."""
+        raise NotImplementedError(f"{self.name}: no op census for this format")
+
+    def census_for(self, path: Path, manifest: dict[str, Any] | None = None) -> Census:
+        """:meth:`census` with the manifest, unless the target (a plugin written before the
+        argument) takes the file alone."""
+        import inspect
+
+        if manifest is not None and "manifest" in inspect.signature(self.census).parameters:
+            return self.census(path, manifest)
+        return self.census(path)
+
+    def profile(
+        self, path: Path, manifest: dict[str, Any], threads: int, runs: int, warmup: int
+    ) -> OpTimes:
+        """Per-op times from the runtime's own profiler, on the host CPU."""
+        raise NotImplementedError(f"{self.name}: no per-op profiler for this format")
+
+    def layer_errors(
+        self, source: SourceModel, x: np.ndarray, names: list[str], work: Path
+    ) -> LayerErrors:
+        """This runtime's own per-layer int8 error, in dB, by torch module path (``names``:
+        the layers), and why a layer has no figure."""
+        raise NotImplementedError(f"{self.name}: no per-layer quantization debugger")
+
+    def official_runner(self) -> OfficialRunner | None:
+        return None
+
+    def check(self) -> dict[str, Any]:
+        """Doctor: can this machine export and run this target, and if not, why."""
+        export_problems = [p for p in map(importable, self.export_modules) if p]
+        run_problems = [p for p in map(importable, self.run_modules) if p]
+        return {
+            "export": not export_problems,
+            "run": not run_problems,
+            "problems": export_problems + run_problems,
+        }
+
+
+def importable(module: str) -> str | None:
+    """None when ``module`` imports, else the one-line reason it does not."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:160]
+    return None
+
+
+@dataclass
+class FileFacts:
+    """What a model file says about itself: every input and output, as the file declares them
+    (dynamic dimensions as -1), and facts of its format (opset, producer, subgraphs)."""
+
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    facts: dict[str, Any] = field(default_factory=dict)

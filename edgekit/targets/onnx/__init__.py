@@ -1,0 +1,154 @@
+"""ONNX target: torch.onnx (dynamo) export (``convert``), onnxruntime quantization (``quantize``),
+onnxruntime sessions (``session``), what runs on the fast path (``coverage``), onnxruntime's own
+per-layer error (``layer_errors``) and the phone's onnxruntime_perf_test (``android``)."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgekit.common.fileio import temporary_directory
+from edgekit.targets import register
+from edgekit.targets.base import (
+    Accelerator,
+    Census,
+    Coverage,
+    ExportInfo,
+    ExportRequest,
+    FileFacts,
+    LayerErrors,
+    OfficialRunner,
+    OpTimes,
+    Target,
+    TensorSpec,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from edgekit.sources.source import SourceModel
+
+
+@register
+class OnnxTarget(Target):
+    name = "onnx"
+    runtime = "onnxruntime"
+    frameworks = ("torch", "onnx")  # an .onnx source keeps its own graph
+    accelerators = (Accelerator.CPU, Accelerator.GPU)
+    packages = ("torch", "onnx", "onnxscript", "onnxruntime", "onnxruntime-gpu")
+    export_modules = ("onnxscript", "onnxruntime.quantization")
+    run_modules = ("onnxruntime",)
+    session_module = "edgekit.targets.onnx.session"
+    peak_module = "edgekit.targets.onnx.peak"
+    guest_modules = ("onnxruntime",)
+    session_options = ("provider",)  # cuda or tensorrt: the server device's rows
+
+    def export(self, request: ExportRequest) -> ExportInfo:
+        from edgekit.targets.onnx import quantize
+        from edgekit.targets.onnx.convert import (
+            INPUT_NAME,
+            OUTPUT_NAME,
+            check_model,
+            export_fp32,
+            optimise_onnx_source,
+        )
+
+        source = request.source
+        own_graph = source.framework == "onnx"
+        details: dict[str, Any] = {"recipe": request.recipe}
+        warn: list[str] = []
+        with temporary_directory(".onnx-", request.output.parent) as work:
+            fp32 = work / "fp32.onnx"
+            if own_graph:
+                details.update(optimise_onnx_source(source, fp32))
+            else:
+                details.update(export_fp32(source, fp32))
+            input_name = self.describe(fp32).inputs[0].name if own_graph else INPUT_NAME
+            if details.get("fallback_reason"):
+                warn.append(
+                    f"dynamo exporter failed, used the legacy exporter: "
+                    f"{details['fallback_reason']}"
+                )
+                warn += [f"legacy exporter: {line}" for line in details["tracer_warnings"]]
+            final = work / "final.onnx"
+            if request.recipe == "fp32":
+                final = fp32
+            elif request.recipe == "int8":
+                layout = source.preprocess.layout
+                details.update(
+                    quantize.quantize_static_qdq(
+                        fp32, final, request, work, warn, input_name, layout
+                    )
+                )
+            elif request.recipe == "int8-dynamic":
+                details.update(quantize.quantize_dynamic(fp32, final, request, work, warn))
+            else:
+                details.update(quantize.convert_fp16(fp32, final, request))
+                warn.append(quantize.FP16_WARNING)
+            check_model(final)
+            facts = self.describe(final)
+            shutil.move(str(final), str(request.output))
+        if own_graph:
+            return ExportInfo(
+                input=replace(facts.inputs[0], layout=source.preprocess.layout),
+                output=replace(facts.outputs[0], layout="NC"),
+                details=details,
+                warnings=warn,
+            )
+        batch, channels, height, width = source.preprocess.input_shape(1)
+        return ExportInfo(
+            input=TensorSpec(INPUT_NAME, [batch, channels, height, width], "float32", "NCHW"),
+            output=TensorSpec(OUTPUT_NAME, [1, source.preprocess.num_classes], "float32", "NC"),
+            details=details,
+            warnings=warn,
+        )
+
+    def coverage(self, path: Path, manifest: dict[str, Any]) -> Coverage:
+        from edgekit.targets.onnx.coverage import coverage
+
+        return coverage(Path(path), manifest)
+
+    def layer_errors(
+        self, source: SourceModel, x: np.ndarray, names: list[str], work: Path
+    ) -> LayerErrors:
+        from edgekit.targets.onnx.layer_errors import layer_errors
+
+        return layer_errors(source, x, names, work)
+
+    def describe(self, path: Path) -> FileFacts:
+        from edgekit.targets.onnx.describe import describe
+
+        return describe(Path(path))
+
+    loads_source = True
+
+    def load_source(
+        self, path: Path, described: dict[str, Any], load_options: dict[str, Any]
+    ) -> SourceModel:
+        from edgekit.targets.onnx.source import load_source
+
+        return load_source(Path(path), described, load_options)
+
+    def convert_source(self, source: SourceModel, target: str) -> SourceModel:
+        from edgekit.targets.onnx.source import as_torch
+
+        return as_torch(source, target)
+
+    def census(self, path: Path, manifest: dict[str, Any] | None = None) -> Census:
+        from edgekit.targets.onnx.census import census
+
+        return census(Path(path))
+
+    def profile(
+        self, path: Path, manifest: dict[str, Any], threads: int, runs: int, warmup: int
+    ) -> OpTimes:
+        from edgekit.targets.onnx.profile import profile
+
+        return profile(Path(path), manifest, threads, runs, warmup)
+
+    def official_runner(self) -> OfficialRunner:
+        from edgekit.targets.onnx.android import RUNNER
+
+        return RUNNER

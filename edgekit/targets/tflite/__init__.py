@@ -1,0 +1,180 @@
+"""TFLite / LiteRT: litert-torch (torch) or tf.lite (Keras) conversion, ai-edge-quantizer, and
+the LiteRT runtime (litert-torch 0.10.0, ai-edge-quantizer 0.10.0, tensorflow 2.21).
+
+``convert_torch`` and ``convert_keras`` say how each recipe is made, ``session`` how the file
+runs (Interpreter + XNNPACK on the CPU, CompiledModel on the GPU), ``coverage`` what runs on the
+fast path, ``keep_float`` the float islands, ``layer_errors`` LiteRT's own per-layer error and
+``android`` the phone's benchmark_model."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgekit.common.fileio import temporary_directory
+from edgekit.common.quiet import quiet_native, quiet_python
+from edgekit.errors import UnsupportedExport, UserInputError, first_line
+from edgekit.targets import register
+from edgekit.targets.base import (
+    Accelerator,
+    Census,
+    Coverage,
+    ExportInfo,
+    ExportRequest,
+    FileFacts,
+    LayerErrors,
+    OfficialRunner,
+    OpTimes,
+    Target,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from edgekit.sources.source import SourceModel
+
+QUIET = {
+    "env": {"LITERT_TORCH_SHOW_PROGRESS": "n"},
+    "messages": (
+        ".*LeafSpec.*",
+        ".*torch.ao.quantization.*",
+        ".*experimental_preserve_all_tensors.*",  # ai-edge-quantizer keeps every tensor
+    ),
+    "stdout": True,
+}
+
+
+@register
+class TFLiteTarget(Target):
+    """TFLite / LiteRT: litert-torch (torch) or tf.lite (Keras), run by the LiteRT runtime."""
+
+    name = "tflite"
+    export_cost = 2.0  # litert-torch conversion, several times onnx's
+    runtime = "LiteRT"
+    frameworks = ("torch", "keras")
+    io_dtypes = ("float32", "int8")
+    accelerators = (Accelerator.CPU, Accelerator.GPU)
+    session_options = ("xnnpack",)
+    packages = (
+        "ai-edge-litert",
+        "litert-torch",
+        "litert-converter",
+        "ai-edge-quantizer",
+        "tensorflow-cpu",
+        "tensorflow",
+        "keras",
+        "tflite-runtime",
+    )
+    export_modules = ("litert_torch", "ai_edge_quantizer")
+    run_modules = ("ai_edge_litert.interpreter",)
+    session_module = "edgekit.targets.tflite.session"
+    peak_module = "edgekit.targets.tflite.peak"
+    guest_modules = ("ai_edge_litert",)
+
+    def unsupported_reason(
+        self, recipe: str, source: SourceModel, io_dtype: str = "float32"
+    ) -> str | None:
+        reason = super().unsupported_reason(recipe, source, io_dtype)
+        if reason is None and io_dtype == "int8" and recipe != "int8":
+            return (
+                f"tflite {recipe}: int8 input/output needs the int8 (static) recipe; {recipe} "
+                "keeps float32 tensors at the model boundary"
+            )
+        return reason
+
+    def export(self, request: ExportRequest) -> ExportInfo:
+        from edgekit.targets.tflite.flatbuffer import graph_ops
+        from edgekit.targets.tflite.session import make_interpreter, tensor_specs
+
+        torch_source = request.source.framework == "torch"
+        if request.recipe == "int8" and request.calibration is None:
+            raise UserInputError("tflite int8: static quantization needs calibration data")
+        if request.keep_float and request.recipe == "int8" and not torch_source:
+            raise UnsupportedExport(
+                f"tflite int8: keeping {', '.join(request.keep_float)} in float needs a torch "
+                "source (layers are named by torch module path); tf.lite re-quantizes a float op "
+                "left between dequantize and quantize"
+            )
+        if request.keep_float and request.recipe != "int8":
+            raise UnsupportedExport(
+                f"tflite {request.recipe}: keep_float applies to the int8 recipe only"
+            )
+        output = Path(request.output)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with temporary_directory(".tflite-", output.parent) as scratch:
+            converted = self._convert(request, scratch, torch_source)
+            os.replace(converted.file, output)
+        inputs, outputs = tensor_specs(make_interpreter(output, xnnpack=False), converted.layout)
+        ops = graph_ops(output)
+        converted.details["transposes"] = sum(op.name == "TRANSPOSE" for op in ops)
+        converted.details["ops"] = len(ops)
+        return ExportInfo(inputs[0], outputs[0], converted.details, converted.warnings)
+
+    def _convert(self, request: ExportRequest, scratch: Path, torch_source: bool) -> Any:
+        if torch_source:
+            from edgekit.targets.tflite.convert_torch import TorchConverter as Converter
+        else:
+            from edgekit.targets.tflite.convert_keras import KerasConverter as Converter
+        try:
+            with quiet_python(**QUIET), quiet_native():
+                return Converter(request, scratch).run()
+        except (UnsupportedExport, UserInputError):
+            raise
+        except Exception as exc:
+            converter = "litert-torch" if torch_source else "tf.lite"
+            raise UnsupportedExport(
+                f"tflite {request.recipe}: {converter} could not convert "
+                f"{request.source.name}: {type(exc).__name__}: {first_line(exc, 300)}"
+            ) from exc
+
+    def coverage(self, path: Path, manifest: dict[str, Any]) -> Coverage:
+        from edgekit.targets.tflite.coverage import coverage
+
+        return coverage(Path(path), manifest)
+
+    def layer_errors(
+        self, source: SourceModel, x: np.ndarray, names: list[str], work: Path
+    ) -> LayerErrors:
+        from edgekit.targets.tflite.layer_errors import layer_errors
+
+        return layer_errors(source, x, names, work)
+
+    def describe(self, path: Path) -> FileFacts:
+        from edgekit.targets.tflite.describe import describe
+
+        return describe(Path(path))
+
+    def census(self, path: Path, manifest: dict[str, Any] | None = None) -> Census:
+        from edgekit.targets.tflite.census import census
+
+        return census(Path(path))
+
+    def profile(
+        self, path: Path, manifest: dict[str, Any], threads: int, runs: int, warmup: int
+    ) -> OpTimes:
+        from edgekit.targets.tflite.profile import profile
+
+        return profile(Path(path), manifest, threads, runs, warmup)
+
+    def official_runner(self) -> OfficialRunner:
+        from edgekit.targets.tflite.android import RUNNER
+
+        return RUNNER
+
+    def check(self) -> dict[str, Any]:
+        facts = super().check()
+        if not facts["run"]:
+            from edgekit.targets.base import importable
+
+            if importable("tflite_runtime.interpreter") is None:  # the accepted fallback
+                facts["run"] = True
+                facts["problems"] = []
+        facts["keras_export"] = _importable_tf()
+        return facts
+
+
+def _importable_tf() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("tensorflow") is not None

@@ -1,0 +1,223 @@
+"""The child process every host measurement runs in, so a runtime or delegate that crashes or
+hangs becomes a failed row instead of a dead report.
+
+One JSON request on stdin. Mode ``predict`` writes logits for an .npy of inputs to an .npy and
+exits. Mode ``serve`` loads a session (an artifact, or the ``baseline``: the source model in its
+own framework), warms it up, then answers commands line by line: ``{"cmd": "block", "runs": N}``
+times N single invokes; ``{"cmd": "close"}`` ends it. Replies are JSON lines on the original
+stdout; the libraries' own prints go to stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+
+from edgekit.worker.loop import first_invoke_ms, timed_block, warm_up
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+class Runnable:
+    """What serve times: ``invoke(staged)`` plus an optional device ``sync``."""
+
+    def __init__(
+        self, invoke: Any, staged: Any, runtime: dict, sync: Any = None, close: Any = None
+    ):
+        self.invoke, self.staged, self.runtime, self.sync = invoke, staged, runtime, sync
+        self._close = close
+
+    def close(self) -> None:
+        if self._close:
+            self._close()
+
+
+def _artifact_runnable(request: dict[str, Any]) -> Runnable:
+    from edgekit.artifacts.artifact import load_artifact
+    from edgekit.common.quiet import quiet_native
+    from edgekit.targets import get_target
+    from edgekit.targets.session import Accelerator
+
+    artifact = load_artifact(
+        request["artifact"], verify_digest=False, manifest=request.get("manifest")
+    )
+    target = get_target(artifact.target)
+    with quiet_native():
+        session = target.open(
+            artifact.path,
+            artifact.manifest,
+            Accelerator(request["accelerator"]),
+            request["threads"],
+            **request.get("session_options", {}),
+        )
+    if not artifact.classifier:  # no image input: random tensors of the file's own specs
+        from edgekit.targets.session import random_inputs
+
+        staged = session.stage_raw(random_inputs(artifact.manifest["inputs"]))
+        return Runnable(session.invoke, staged, dict(session.info), close=session.close)
+    sample = np.load(request["input"]) if request.get("input") else None
+    if sample is None:
+        from edgekit.sources.preprocess import Preprocess
+
+        pre = Preprocess.from_dict(artifact.manifest["preprocessing"])
+        sample = np.random.default_rng(0).standard_normal(pre.input_shape()).astype(np.float32)
+    return Runnable(session.invoke, session.stage(sample), dict(session.info), close=session.close)
+
+
+def _baseline_runnable(request: dict[str, Any]) -> Runnable:
+    import torch
+
+    from edgekit.sources.load import reload_model
+
+    torch.set_num_threads(request["threads"])
+    source = reload_model(request["source"])
+    use_cuda = source.framework == "torch" and torch.cuda.is_available() and request["cuda"]
+    sample = np.load(request["input"]) if request.get("input") else source.example_input()
+    if source.framework != "torch":
+        staged = sample.transpose(0, 2, 3, 1) if source.preprocess.layout == "NHWC" else sample
+        name = "keras" if source.framework == "keras" else f"{source.framework} (its runtime)"
+        invoke = (
+            (lambda x: source.module(x, training=False))
+            if source.framework == "keras"
+            else source.module
+        )
+        return Runnable(invoke, staged, {"runtime": name, "device": "host CPU"})
+    device = torch.device("cuda" if use_cuda else "cpu")
+    module = source.module.to(device)
+
+    def invoke(x: Any) -> Any:
+        with torch.no_grad():
+            return module(x)
+
+    where = f"CUDA ({torch.cuda.get_device_name(0)})" if use_cuda else "host CPU"
+    runtime = {"runtime": f"torch {torch.__version__} eager", "device": where}
+    sync = torch.cuda.synchronize if use_cuda else None
+    return Runnable(invoke, torch.from_numpy(sample).to(device), runtime, sync)
+
+
+def _with_delay(runnable: Runnable, delay_ms: float) -> Runnable:
+    """A candidate of known extra cost: a busy wait of ``delay_ms`` after each invoke (the
+    benchmarks measure how well a latency gate catches it)."""
+    inner = runnable.invoke
+
+    def slower(x: Any) -> Any:
+        result = inner(x)
+        until = time.perf_counter() + delay_ms / 1e3
+        while time.perf_counter() < until:
+            pass
+        return result
+
+    runnable.invoke = slower
+    runnable.runtime["synthetic_delay_ms"] = delay_ms
+    return runnable
+
+
+def serve(request: dict[str, Any], reply: Any) -> None:
+    from edgekit.worker.interference import ForeignCpu
+
+    started = time.perf_counter()
+    maker = _baseline_runnable if request["what"] == "baseline" else _artifact_runnable
+    runnable = maker(request)
+    if request.get("synthetic_delay_ms"):
+        runnable = _with_delay(runnable, float(request["synthetic_delay_ms"]))
+    load_ms = (time.perf_counter() - started) * 1e3
+    first_ms = first_invoke_ms(runnable.invoke, runnable.staged, runnable.sync)
+    warm_ms = warm_up(runnable.invoke, runnable.staged, request["warmup"], runnable.sync)
+    runtime = dict(runnable.runtime, threads=request["threads"])
+    reply({"event": "ready", "load_ms": load_ms, "first_ms": first_ms, "warm_ms": warm_ms,
+           "runtime": runtime})  # fmt: skip
+    for line in sys.stdin:
+        command = json.loads(line)
+        if command["cmd"] == "close":
+            break
+        crash_for_test(
+            request.get("crash_for_test") or os.environ.get("EDGEKIT_TEST_CRASH"), "block"
+        )
+        guard = ForeignCpu()
+        guard.start()
+        samples = timed_block(runnable.invoke, runnable.staged, command["runs"], runnable.sync)
+        reading = guard.stop()
+        reply(
+            {
+                "event": "block",
+                "samples_ms": samples,
+                "foreign": None if reading is None else reading.foreign,
+                "steal": None if reading is None else reading.steal,
+                "edgekit": None if reading is None else reading.edgekit,
+            }
+        )
+    runnable.close()
+    reply({"event": "closed", "peak_rss_mb": peak_rss_mb()})
+
+
+def predict(request: dict[str, Any]) -> dict[str, Any]:
+    from edgekit.artifacts.artifact import load_artifact
+    from edgekit.common.quiet import quiet_native
+    from edgekit.targets import get_target
+    from edgekit.targets.session import Accelerator
+
+    artifact = load_artifact(
+        request["artifact"], verify_digest=False, manifest=request.get("manifest")
+    )
+    with quiet_native():
+        session = get_target(artifact.target).open(
+            artifact.path,
+            artifact.manifest,
+            Accelerator(request["accelerator"]),
+            request["threads"],
+            **request.get("session_options", {}),
+        )
+    outputs = session.predict(np.load(request["input"]))
+    np.save(request["output"], outputs)
+    info = dict(session.info)
+    session.close()
+    return {"event": "done", "runtime": info, "shape": list(outputs.shape)}
+
+
+def crash_for_test(kind: str | None, moment: str) -> None:
+    """Lets the tests prove isolation: ``segfault`` or ``hang`` when the child starts,
+    ``segfault-in-block`` / ``hang-in-block`` in the first timed block (``EDGEKIT_TEST_CRASH``)."""
+    if not kind or kind.endswith("-in-block") != (moment == "block"):
+        return
+    if kind.startswith("segfault"):
+        import ctypes
+
+        ctypes.string_at(0)
+    if kind.startswith("hang"):
+        time.sleep(3600)
+
+
+def main() -> None:
+    warnings.filterwarnings("ignore")
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # whatever a library prints goes to stderr, not into the replies
+
+    def reply(payload: dict[str, Any]) -> None:
+        protocol.write(json.dumps(payload) + "\n")
+        protocol.flush()
+
+    request = json.loads(sys.stdin.readline())
+    crash_for_test(request.get("crash_for_test") or os.environ.get("EDGEKIT_TEST_CRASH"), "start")
+    try:
+        if request["mode"] == "serve":
+            serve(request, reply)
+        else:
+            reply(predict(request))
+    except Exception as exc:  # reported as a failed row by the parent
+        from edgekit.errors import EdgekitError, first_line
+
+        message = first_line(exc, 300)
+        error = message if isinstance(exc, EdgekitError) else f"{type(exc).__name__}: {message}"
+        reply({"event": "error", "error": error, "error_type": type(exc).__name__})
+
+
+if __name__ == "__main__":
+    main()
