@@ -40,6 +40,27 @@ def test_the_shipped_weights_come_from_the_current_recipe_data_and_code():
     assert torch_digest(module) == card.state_digest
 
 
+BUILDERS = {
+    "here": "from edgekit.sources.architectures import MobileNetV2\n    return MobileNetV2(10)",
+    "old": "from edgekit.architectures import MobileNetV2  # the path before\n"
+    "    return MobileNetV2(10)",
+    "other": "from edgekit.sources.architectures import MobileNetV2\n    return MobileNetV2(11)",
+}
+
+
+def test_the_cache_key_reads_the_code_not_where_it_imports_from(tmp_path, monkeypatch):
+    import importlib
+    from dataclasses import replace
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    key = {}
+    for name, body in BUILDERS.items():  # one factory, its import written three ways
+        (tmp_path / f"builder_{name}.py").write_text(f"def build():\n    {body}\n")
+        build = importlib.import_module(f"builder_{name}").build
+        key[name] = cache_key(replace(ENTRY, build=build), DEFAULT_RECIPE, "data")
+    assert key["here"] == key["old"] != key["other"]
+
+
 def test_a_damaged_weights_file_is_refused_with_its_name(tmp_path):
     from edgekit.errors import EdgekitError
     from edgekit.sources.weights import WEIGHTS_DIR, card_path

@@ -16,12 +16,14 @@ oneDNN or NNPACK), one thread, a seeded generator and deterministic algorithms.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 import json
 import os
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -59,8 +61,22 @@ class TrainingRecipe:
 DEFAULT_RECIPE = TrainingRecipe()
 
 
+def _code(function: Any) -> str:
+    """``function``'s (or a module's) code without its import statements or comments: moving
+    a module it imports (a new dotted path, the same code) must not make the shipped weights
+    stale."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    for node in ast.walk(tree):
+        if hasattr(node, "body") and isinstance(node.body, list):
+            node.body = [n for n in node.body if not isinstance(n, ast.Import | ast.ImportFrom)]
+    return ast.unparse(tree)
+
+
 def cache_key(entry: ZooEntry, recipe: TrainingRecipe, data_digest: str) -> str:
-    source = inspect.getsource(entry.build) + inspect.getsource(_train)
+    from edgekit.sources import architectures
+
+    # the factory, the layers it builds and the training loop: what the weights depend on
+    source = _code(entry.build) + _code(architectures) + _code(_train)
     payload = json.dumps(
         [entry.name, source, asdict(recipe), data_digest, NUMERICS_VERSION, PINNED_NUMERICS],
         sort_keys=True,
