@@ -28,14 +28,22 @@ def machine() -> dict:
     return fingerprint(versions=runtime_versions())
 
 
-def header(title: str, command: str, extra: list[str] | None = None) -> list[str]:
-    """The first lines of every table: what made it, when, and on whose machine."""
-    facts = machine()
+def header(
+    title: str,
+    command: str,
+    extra: list[str] | None = None,
+    *,
+    facts: dict | None = None,
+    written: str | None = None,
+) -> list[str]:
+    """The first lines of every table: what made it, when, and on whose machine (``facts`` and
+    ``written``: a recorded run's, for a page rewritten from its JSON)."""
+    facts = facts or machine()
+    written = written or datetime.now(UTC).isoformat(timespec="minutes")
     lines = [
         f"# {title}",
         "",
-        f"Written by `{command}` on {datetime.now(UTC).isoformat(timespec='minutes')}; nothing "
-        "here was written by hand.",
+        f"Written by `{command}` on {written}; nothing here was written by hand.",
         "",
         f"- machine: {describe(facts)}; fingerprint `{facts['id']}`. These are this machine's "
         "figures: run the command on yours for your own (`make figures` reruns all of them).",

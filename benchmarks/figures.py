@@ -52,6 +52,20 @@ def provenance() -> str:
     )
 
 
+def recorded_provenance(name: str) -> str:
+    """The provenance of a block copied from a benchmark's page: that page's own command, date
+    and machine, which need not be this one."""
+    text = (HERE / name).read_text().splitlines()
+    written = next(line for line in text if line.startswith("Written by "))
+    machine = next(line for line in text if line.startswith("- machine: "))
+    command, when = re.match(r"Written by `(.+?)` on (\S+?);", written).groups()
+    made_on = machine.removeprefix("- machine: ").split(". These are", 1)[0]
+    return (
+        f"_From benchmarks/{name}, written by `{command}` on {when[:10]} on {made_on}; other "
+        "machines give other figures: `make figures` makes yours._"
+    )
+
+
 def block_accuracy() -> list[str]:
     from edgekit.sources.weights import shipped_card
 
@@ -315,6 +329,11 @@ BLOCKS = {
 }
 
 
+# blocks copied from a benchmark's own page: their provenance is that page's
+RECORDED = {"gates": "GATES.md", "reproduce": "REPRODUCIBILITY.md",
+            "before-after": "BEFORE_AFTER.md"}  # fmt: skip
+
+
 def block_pattern(name: str) -> re.Pattern[str]:
     return re.compile(rf"(<!-- figures:{name} -->\n).*?(<!-- /figures:{name} -->)", re.S)
 
@@ -329,7 +348,8 @@ def page_of(name: str) -> Path:
 
 
 def replace_block(text: str, name: str, lines: list[str]) -> str:
-    body = "\n".join([*lines, "", provenance()]) + "\n"
+    stamp = recorded_provenance(RECORDED[name]) if name in RECORDED else provenance()
+    body = "\n".join([*lines, "", stamp]) + "\n"
     return block_pattern(name).sub(lambda match: match.group(1) + body + match.group(2), text)
 
 

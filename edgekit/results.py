@@ -28,6 +28,18 @@ def precision_label(record: dict[str, Any]) -> str:
     return f"{recipe} ({len(kept)} layer{'s' if len(kept) != 1 else ''} float)"
 
 
+# the one vocabulary of an artifact's inputs and outputs, for export --io and audit --expect-io
+IO_WORDS = {"float": "float32", "float32": "float32", "int8": "int8"}
+
+
+def parse_io(word: str, option: str) -> str:
+    """``float`` (or ``float32``) -> ``float32``, ``int8`` -> ``int8``: the I/O dtype a word
+    names; anything else is one line naming ``option``."""
+    if word not in IO_WORDS:
+        raise UserInputError(f"{option} {word}: expected float or int8 (float32 means float)")
+    return IO_WORDS[word]
+
+
 def io_suffix(io_dtype: str | None) -> str:
     return "-io8" if io_dtype in INTEGER_IO else ""
 

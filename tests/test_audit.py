@@ -51,6 +51,15 @@ def test_float_io_where_int8_io_is_expected_is_caught(capsys, converter_files):
     assert result.code == 0 and not reasons, result.out
 
 
+def test_expect_io_takes_the_words_export_io_takes(capsys, converter_files):
+    # one vocabulary: float32 (export --io's word) means float, as float does
+    for word in ("float", "float32"):
+        result, reasons = _audit(capsys, str(converter_files["fp32"]), "--expect-io", word)
+        assert result.code == 0 and not reasons, result.out
+        result, reasons = _audit(capsys, str(converter_files["int8"]), "--expect-io", word)
+        assert result.code == 1 and all("expected float" in r for r in reasons), reasons
+
+
 def test_a_fallback_op_under_full_delegation_is_caught(capsys, converter_files):
     result, [reason] = _audit(capsys, str(converter_files["cumsum"]), "--require-full-delegation")
     assert result.code == 1

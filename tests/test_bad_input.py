@@ -130,6 +130,15 @@ CASES = {
     "export-garbage-weights": (
         ["export", "--model", "user_models:tiny_cnn", "--weights", "{text_file}"], "text_file", 2,
         "not a readable torch state dict"),
+    "run-weights-that-do-not-fit": (
+        ["run", "--model", "user_models:tiny_cnn", "--weights", "{wrong_weights}"],
+        "wrong_weights", 2, "does not fit the model"),
+    "quantize-debug-weights-that-do-not-fit": (
+        ["quantize-debug", "--model", "user_models:tiny_cnn", "--weights", "{wrong_weights}"],
+        "wrong_weights", 2, "does not fit the model"),
+    "run-weights-for-two-models": (
+        ["run", "--model", "digits-mobilenet,user_models:tiny_cnn", "--weights", "{wrong_weights}"],
+        "wrong_weights", 2, "weights: applies to one model, not 2"),
     "export-missing-data": (["export", "--data", "missing.npz"], None, 2, "dataset not found"),
     "export-data-of-another-kind": (
         ["export", "--data", "{text_file}"], "text_file", 2, "not a dataset"),
@@ -156,7 +165,8 @@ CASES = {
         ["export", "--data", "{bad_images}"], "bad_images", 2, "does not decode"),
     "export-output-not-writable": (
         ["export", "--target", "onnx", "-o", "{blocked}/x"], "blocked", 2, "not writable"),
-    "export-unknown-io": (["export", "--io", "int16"], None, 2, "unknown --io"),
+    "export-unknown-io": (
+        ["export", "--io", "int16"], None, 2, "--io int16: expected float or int8"),
     "export-int8-io-on-onnx": (
         ["export", "--target", "onnx", "--int8", "--io", "int8"], None, 2, "--io int8 applies"),
     "export-unknown-keep-float": (
@@ -223,7 +233,7 @@ CASES = {
     "audit-unknown-expect": (["audit", "{no_manifest}", "--expect", "int4"], "no_manifest", 2,
                              "--expect int4"),
     "audit-unknown-expect-io": (["audit", "{no_manifest}", "--expect-io", "uint16"],
-                                "no_manifest", 2, "--expect-io uint16"),
+                                "no_manifest", 2, "--expect-io uint16: expected float or int8"),
     "eval-manifest-not-json": (["eval", "{manifest_garbage}"], "manifest_garbage", 2,
                                "not valid JSON"),
     "eval-manifest-without-input": (["eval", "{manifest_no_input}"], "manifest_no_input", 2,

@@ -166,6 +166,22 @@ def test_cli_json_and_plot(tmp_path, capsys):
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_weights_replace_the_factory_s_own(report, digits_model, tmp_path, capsys):
+    import torch
+    from cli_helpers import run_cli
+
+    # the undamaged model's state dict, loaded into the damaged factory: the outlier is gone
+    healthy = tmp_path / "healthy.pt"
+    torch.save(digits_model.module.state_dict(), healthy)
+    result = run_cli(capsys, "quantize-debug", "--model", DAMAGED, "--weights", str(healthy),
+                     "--samples", "32", "--top", "1", "--json")  # fmt: skip
+    assert result.code == 0, result.err
+    repaired = json.loads(result.out)
+    assert repaired["all_int8_db"] > report.all_int8_db + 3
+    only = next(layer["only_db"] for layer in repaired["layers"] if layer["name"] == DAMAGED_LAYER)
+    assert only > report.layer(DAMAGED_LAYER).only_db + 3, (only, repaired["all_int8_db"])
+
+
 def test_plot_writes_a_png(report, tmp_path):
     path = plot(report, tmp_path / "sub" / "plot.png")
     assert path.stat().st_size > 10_000

@@ -298,6 +298,22 @@ def test_config_file_round_trip(tmp_path, capsys):
     assert bad.code == 2 and "unknown device 'phone'" in bad.err
 
 
+def test_run_takes_the_singular_spellings_of_export_and_bench_and_a_weights_file(tmp_path, capsys):
+    path, weights = tmp_path / "edgekit.toml", tmp_path / "tiny.pt"
+    weights.write_bytes(b"read when the model loads")
+    written = run_cli(capsys, "run", "--target", "onnx", "--recipe", "int8", "--device", "cpu",
+                      "--model", "user_models:tiny_cnn", "--weights", str(weights),
+                      "--write-config", str(path))  # fmt: skip
+    assert written.code == 0, written.err
+    config = RunConfig.from_toml(path)
+    assert (config.targets, config.recipes, config.devices) == (["onnx"], ["int8"], ["cpu"])
+    assert config.weights == str(weights)
+    two = run_cli(capsys, "run", "--model", "digits-mobilenet,user_models:tiny_cnn", "--weights",
+                  str(weights), "--write-config", str(tmp_path / "two.toml"))  # fmt: skip
+    assert two.code == 2 and "weights: applies to one model, not 2" in two.err
+    assert not (tmp_path / "two.toml").exists()
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [

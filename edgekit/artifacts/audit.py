@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from edgekit.errors import UserInputError
+from edgekit.results import parse_io
 from edgekit.targets import get_target, suffix_of, target_for_suffix, target_names
 from edgekit.targets.census import Census, CensusOp
 
 EXPECTATIONS = ("fp32", "fp16", "int8", "int8-dynamic")
-IO_EXPECTATIONS = ("float", "int8")
 FLOAT_IO = ("float32", "float16", "float64")
 INT8_IO = ("int8", "uint8")
 
@@ -103,8 +103,8 @@ def audit_file(
     ``kept_float`` names modules asked to stay float (``--keep-float``): not a reason."""
     if expect is not None and expect not in EXPECTATIONS:
         raise UserInputError(f"--expect {expect}: expected one of {', '.join(EXPECTATIONS)}")
-    if expect_io is not None and expect_io not in IO_EXPECTATIONS:
-        raise UserInputError(f"--expect-io {expect_io}: expected float or int8")
+    if expect_io is not None:
+        expect_io = "float" if parse_io(expect_io, "--expect-io") == "float32" else "int8"
     census = census or read_census(Path(path))
     macs = [op for op in census.ops if op.kind == "mac"]
     report = Audit(

@@ -10,7 +10,7 @@ import typer
 
 from edgekit.cli.app import app
 from edgekit.cli.console import console
-from edgekit.cli.options import JsonOption
+from edgekit.cli.options import IO_HELP, JsonOption
 from edgekit.errors import GateFailed, UserInputError
 
 
@@ -20,9 +20,7 @@ def audit(
     expect: Annotated[
         str | None, typer.Option("--expect", help="fp32, fp16, int8 (static) or int8-dynamic")
     ] = None,
-    expect_io: Annotated[
-        str | None, typer.Option("--expect-io", help="float or int8 inputs and outputs")
-    ] = None,
+    expect_io: Annotated[str | None, typer.Option("--expect-io", help=IO_HELP)] = None,
     require_full_delegation: Annotated[
         bool,
         typer.Option("--require-full-delegation", help="every op inside the delegate/fast path"),

@@ -12,6 +12,7 @@ from edgekit.cli import views
 from edgekit.cli.app import app
 from edgekit.cli.console import err_console
 from edgekit.cli.options import (
+    IO_HELP,
     DataOption,
     ForeignOptions,
     JsonOption,
@@ -46,10 +47,14 @@ def chosen_recipes(recipe: str | None, int8: bool, fp16: bool, int8_dynamic: boo
 @with_foreign_options
 def export(
     target: Annotated[
-        str, typer.Option("--target", "-t", help=choices(target_names, TARGET_MODULES) + ", or all")
+        str,
+        typer.Option(
+            "--target", "--targets", "-t", help=choices(target_names, TARGET_MODULES) + ", or all"
+        ),
     ] = DEFAULT_TARGET,
     recipe: Annotated[
-        str | None, typer.Option("--recipe", "-r", help="fp32, fp16, int8, int8-dynamic, or all")
+        str | None,
+        typer.Option("--recipe", "--recipes", "-r", help="fp32, fp16, int8, int8-dynamic, or all"),
     ] = None,
     int8: Annotated[bool, typer.Option("--int8", help="short for --recipe int8")] = False,
     fp16: Annotated[bool, typer.Option("--fp16", help="short for --recipe fp16")] = False,
@@ -65,8 +70,8 @@ def export(
     ),
     calibration_samples: Annotated[int, typer.Option("--calibration-samples")] = 200,
     io: Annotated[
-        str, typer.Option("--io", help="float32, or int8 for a full-integer tflite")
-    ] = "float32",
+        str, typer.Option("--io", help=IO_HELP + "; int8 makes a full-integer tflite")
+    ] = "float",
     keep_float: Annotated[
         str | None,
         typer.Option("--keep-float", help="torch module paths to keep float: block6.project,head"),

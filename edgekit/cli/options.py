@@ -14,21 +14,16 @@ import typer
 from edgekit.devices import DEVICE_MODULES, device_names
 from edgekit.errors import UserInputError
 
-ModelOption = Annotated[
-    str,
-    typer.Option(
-        "--model",
-        "-m",
-        help="zoo name, module:factory, .pt2, .keras, .onnx, or a Hugging Face save_pretrained "
-        "folder",
-    ),
-]
-DataOption = Annotated[
-    str, typer.Option("--data", "-d", help="digits, a class-folder directory or .npz")
-]
-WeightsOption = Annotated[
-    Path | None, typer.Option("--weights", help="state-dict file for a module:factory model")
-]
+MODEL_HELP = (
+    "zoo name, module:factory, .pt2, .keras, .onnx, or a Hugging Face save_pretrained folder"
+)
+DATA_HELP = "digits, synthetic[:N] (random images), a class-folder directory or .npz"
+WEIGHTS_HELP = "state-dict file for a module:factory model"
+# the one vocabulary of I/O dtypes (edgekit.results.parse_io), on export and audit alike
+IO_HELP = "float or int8 inputs and outputs (float32 means float)"
+ModelOption = Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)]
+DataOption = Annotated[str, typer.Option("--data", "-d", help=DATA_HELP)]
+WeightsOption = Annotated[Path | None, typer.Option("--weights", help=WEIGHTS_HELP)]
 ShapeOption = Annotated[
     str | None, typer.Option("--input-shape", help="C,H,W when the model does not declare it")
 ]
@@ -46,7 +41,9 @@ def choices(names: Callable[[], list[str]], built_in: Iterable[str]) -> str:
         return ", ".join(built_in)
 
 
-DeviceOption = Annotated[str, typer.Option("--device", help=choices(device_names, DEVICE_MODULES))]
+DeviceOption = Annotated[
+    str, typer.Option("--device", "--devices", help=choices(device_names, DEVICE_MODULES))
+]
 HistoryOption = Annotated[
     Path | None, typer.Option("--history", help="sqlite file (default ~/.edgekit/history.sqlite)")
 ]

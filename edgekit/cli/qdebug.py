@@ -11,7 +11,7 @@ from rich.table import Table
 
 from edgekit.cli.app import app
 from edgekit.cli.console import console
-from edgekit.cli.options import JsonOption
+from edgekit.cli.options import DATA_HELP, JsonOption, WeightsOption
 
 
 @app.command("quantize-debug")
@@ -19,9 +19,8 @@ def quantize_debug(
     model: Annotated[
         str, typer.Option("--model", "-m", help="zoo name, module:factory or .pt2 (torch)")
     ] = "digits-mobilenet",
-    data: Annotated[
-        str, typer.Option("--data", "-d", help="digits, a class-folder directory or .npz")
-    ] = "digits",
+    data: Annotated[str, typer.Option("--data", "-d", help=DATA_HELP)] = "digits",
+    weights: WeightsOption = None,
     target: Annotated[
         str | None,
         typer.Option("--target", "-t", help="cross-check on this target's own quantizer"),
@@ -45,7 +44,7 @@ def quantize_debug(
 
     if target is not None:
         get_target(target)  # an unknown target is bad input before any work
-    source = load_model(model, quiet=as_json)
+    source = load_model(model, weights, quiet=as_json)
     dataset = load_dataset(data, source.preprocess)
     calibration = sample_calibration(dataset, max(samples, 1))
     report = analyze(source, calibration.x, samples=samples, top=top)

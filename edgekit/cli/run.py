@@ -13,6 +13,9 @@ from rich.table import Table
 from edgekit.cli.app import app
 from edgekit.cli.console import console, err_console
 from edgekit.cli.options import (
+    DATA_HELP,
+    MODEL_HELP,
+    WEIGHTS_HELP,
     AcrossOption,
     ForeignOptions,
     HistoryOption,
@@ -26,11 +29,22 @@ from edgekit.errors import EdgekitError, UserInputError
 @app.command()
 @with_foreign_options
 def run(
-    model: Annotated[str | None, typer.Option("--model", "-m")] = None,
-    data: Annotated[str | None, typer.Option("--data", "-d")] = None,
-    targets: Annotated[str | None, typer.Option("--targets", help="all or a list")] = None,
-    recipes: Annotated[str | None, typer.Option("--recipes", help="all or a list")] = None,
-    devices: Annotated[str | None, typer.Option("--devices", help="e.g. cpu,gpu")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help=MODEL_HELP + "; or a list")
+    ] = None,
+    data: Annotated[str | None, typer.Option("--data", "-d", help=DATA_HELP)] = None,
+    weights: Annotated[
+        Path | None, typer.Option("--weights", help=WEIGHTS_HELP + " (one model)")
+    ] = None,
+    targets: Annotated[
+        str | None, typer.Option("--targets", "--target", "-t", help="all or a list")
+    ] = None,
+    recipes: Annotated[
+        str | None, typer.Option("--recipes", "--recipe", "-r", help="all or a list")
+    ] = None,
+    devices: Annotated[
+        str | None, typer.Option("--devices", "--device", help="e.g. cpu,gpu")
+    ] = None,
     threads: Annotated[str | None, typer.Option("--threads", help="e.g. 1,2")] = None,
     max_drop: Annotated[float | None, typer.Option("--max-drop", help="budget in points")] = None,
     name: Annotated[str | None, typer.Option("--name")] = None,
@@ -103,6 +117,7 @@ def run(
     given = {
         "model": model,
         "data": data,
+        "weights": None if weights is None else str(weights),
         "name": name,
         "runs_dir": runs_dir,
         "serial": serial,

@@ -30,7 +30,7 @@ from edgekit.errors import (
 )
 from edgekit.quantize.calibration import DEFAULT_SAMPLES, CalibrationSet, sample_calibration
 from edgekit.quantize.recipes import get_recipe
-from edgekit.results import io_suffix
+from edgekit.results import io_suffix, parse_io
 from edgekit.sources.data import Dataset
 from edgekit.sources.source import SourceModel
 from edgekit.targets import get_target, runtime_versions, suffix_of
@@ -66,8 +66,7 @@ def export_artifact(
     started = time.perf_counter()
     plugin = get_target(target)
     spec = get_recipe(recipe)
-    if io_dtype not in ("float32", "int8"):
-        raise UserInputError(f"unknown --io '{io_dtype}' (float32 or int8)")
+    io_dtype = parse_io(io_dtype, "--io")
     if io_dtype != "float32" and (io_dtype not in plugin.io_dtypes or recipe != "int8"):
         raise UserInputError(
             f"--io {io_dtype} applies to --recipe int8 on a target with integer I/O, not "

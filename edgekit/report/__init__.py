@@ -51,7 +51,15 @@ def model_blocks(results: Results, budget: float, point_estimate: bool) -> list[
     return blocks
 
 
-CROSS_COLUMNS = ("model", "data", "recommended", "p50 ms", "speed-up", "drop (points)", "size")
+CROSS_COLUMNS = (
+    "model",
+    "data",
+    "recommended",
+    "p50 ms",
+    "speed-up, this run",
+    "drop (points)",
+    "size",
+)
 
 
 def across_models(results: Results, blocks: list[ModelBlock]) -> list[list[str]]:

@@ -101,7 +101,7 @@ class Recommendation:
         speed = ""
         if best.speedup:
             low, high = best.speedup_ci or (best.speedup, best.speedup)
-            speed = f", {best.speedup:.2f}x [{low:.2f}, {high:.2f}] the baseline"
+            speed = f", {best.speedup:.2f}x [{low:.2f}, {high:.2f}] the baseline in this run"
         tie = f"; {self.tie_break}" if self.tie_break else ""
         warning = ""
         if self.disturbed:

@@ -16,7 +16,7 @@ COLUMNS = (
     "size",
     "p50 ms",
     "p90 ms",
-    "speed-up [95% CI]",
+    "speed-up, this run [95% CI]",
     "vs its fp32 [95% CI]",
     "top-1",
     "drop [95% CI]",

@@ -19,6 +19,7 @@ from edgekit.worker.latency import check_session_gap
 class RunConfig:
     model: str = "digits-mobilenet"
     data: str = "digits"
+    weights: str | None = None  # a module:factory model's state-dict file (one model only)
     targets: list[str] = field(default_factory=target_names)
     recipes: list[str] = field(default_factory=lambda: ["fp32", "fp16", "int8", "int8-dynamic"])
     devices: list[str] = field(default_factory=lambda: list(DEFAULT_DEVICES))
@@ -58,6 +59,8 @@ class RunConfig:
             raise UserInputError("model: give at least one model")
         if len(set(specs)) != len(specs):
             raise UserInputError(f"model: a model is named twice in '{self.model}'")
+        if self.weights is not None and len(specs) != 1:
+            raise UserInputError(f"weights: applies to one model, not {len(specs)}")
         unknown = sorted(set(self.data_for) - set(specs))
         if unknown:
             raise UserInputError(f"data_for: {unknown[0]} is not one of the run's models")

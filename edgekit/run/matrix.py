@@ -19,7 +19,7 @@ from typing import Any
 from edgekit.artifacts.artifact import Artifact
 from edgekit.common.fileio import journal, write_json_atomic
 from edgekit.common.machine import fingerprint
-from edgekit.errors import EdgekitError
+from edgekit.errors import EdgekitError, UserInputError
 from edgekit.measure.peak import MachinePeaks, arithmetic_of, shares_of
 from edgekit.report import build_report
 from edgekit.report.history import record_run
@@ -142,7 +142,10 @@ def subjects(config: RunConfig, foreign: Any = None) -> list[Subject]:
     for spec in config.model_specs():
         data = config.data_for.get(spec, config.data)
         given = _given_artifact(spec, foreign)
-        source = None if given else load_model(spec, quiet=True, foreign=foreign, data=data)
+        if given and config.weights is not None:
+            raise UserInputError(f"{spec}: a model file brings its own weights; drop --weights")
+        source = None if given else load_model(spec, config.weights, quiet=True,
+                                                  foreign=foreign, data=data)  # fmt: skip
         found.append(Subject(spec, data, source, given, _dataset(data, source, given)))
     return found
 
