@@ -28,7 +28,7 @@ sys.path.insert(0, str(TESTS))
 from cluster_scenario import EDGEKIT, loopback_up, wait_for_nodes  # noqa: E402
 
 MODELS = "digits-mobilenet,mapping_models:se_resnet"
-MATRIX = ["--targets", "onnx,tflite,executorch", "--recipes", "fp32,int8", "--devices", "cpu",
+MATRIX = ["--target", "onnx,tflite,executorch", "--recipe", "fp32,int8", "--device", "cpu",
           "--no-profile", "--rounds", "6"]  # fmt: skip
 SPEEDUP_TARGET, OVERHEAD_TARGET = 1.6, 0.5
 

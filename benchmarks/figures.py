@@ -189,7 +189,7 @@ def block_file(name: str, summary: str | None = None) -> list[str]:
 
 
 def block_report(work: Path) -> list[str]:
-    summary = edgekit("run", "--devices", "cpu,gpu", "--accuracy-aware", "--runs-dir",
+    summary = edgekit("run", "--device", "cpu,gpu", "--accuracy-aware", "--runs-dir",
                       str(work / "runs"), "--history", str(work / "history.sqlite"))  # fmt: skip
     report = Path(summary["report"]["md"]).read_text().splitlines()
     table = [line for line in report if line.startswith("|")]

@@ -25,7 +25,7 @@ python3 -m venv "$VENV"
 RUNS=$(mktemp -d)
 "$VENV/bin/edgekit" doctor --json > "$RUNS/doctor.json"
 timeout 420 "$VENV/bin/edgekit" run --model mobilenet_v2,resnet50 --data synthetic:64 \
-  --targets onnx --recipes fp32,fp16 --devices cpu,server-cuda,server-tensorrt --no-profile \
+  --target onnx --recipe fp32,fp16 --device cpu,server-cuda,server-tensorrt --no-profile \
   --rounds 6 --runs-dir "$RUNS" --history "$RUNS/history.sqlite" --json > "$RUNS/summary.json" ||
   test $? -eq 1 # a failed row (TensorRT without its libraries) is reported, not fatal
 RUN_DIR=$("$VENV/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_dir"])' \

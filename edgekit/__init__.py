@@ -94,7 +94,7 @@ MOVED_MODULES = {
 
 
 class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """``import edgekit.models`` gives :mod:`edgekit.sources.load` itself (one module object,
+    """``import edgekit.models`` gives ``edgekit.sources.load`` itself (one module object,
     so a patch through either name patches both) and warns once per old name."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:

@@ -3,7 +3,7 @@ line in a child process group, so that Ctrl-C and SIGTERM stop everything edgeki
 once, wherever it is (a converter inside a long C++ call, a worker, QEMU, adb).
 
 First signal: SIGINT to the whole group; the command's own cleanup runs and it exits 130. If it
-has not stopped after :data:`GRACE_S`, or on a second signal, the group is killed. Either way the
+has not stopped after ``GRACE_S``, or on a second signal, the group is killed. Either way the
 temporary files the command recorded in its journal (``EDGEKIT_TEMP_JOURNAL``) and left behind
 are removed; finished artifacts are complete, since every file lands by an atomic rename."""
 

@@ -35,7 +35,7 @@ def assert_accuracy_drop(
 ) -> Any:
     """Evaluate ``artifact`` against its baseline and fail the test when a gate does not hold.
 
-    Returns the :class:`edgekit.measure.accuracy.AccuracyRecord` so a test can assert more."""
+    Returns the ``edgekit.measure.accuracy.AccuracyRecord`` so a test can assert more."""
     from edgekit.measure.accuracy import evaluate_artifact
 
     record = evaluate_artifact(str(artifact), data, device)

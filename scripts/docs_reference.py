@@ -51,7 +51,7 @@ def option_names(path: str) -> set[str]:
     command = commands()[path]
     names: set[str] = set()
     for param in command.get_params(_context(path, command)):
-        if param.param_type_name == "option":
+        if param.param_type_name == "option" and not getattr(param, "hidden", False):
             names.update(param.opts)
             names.update(param.secondary_opts)
     return names
@@ -122,7 +122,8 @@ def section(path: str) -> str:
         lines.append("")
     lines += ["| Option | Type | Default | Description |", "| --- | --- | --- | --- |"]
     for param in params:
-        if param.param_type_name != "option":
+        # a hidden option is an old spelling kept for a release: --help leaves it out too
+        if param.param_type_name != "option" or getattr(param, "hidden", False):
             continue
         spellings = " / ".join(f"`{name}`" for name in [*param.opts, *param.secondary_opts])
         default = _default(param, fallbacks.get(param.name or ""))

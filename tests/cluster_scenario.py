@@ -30,7 +30,7 @@ QUICK = ["--rounds", "3", "--min-runs", "5", "--min-seconds", "0.05"]
 # plumbing, not a measurement: without the noise guard the scenario may run beside other tests
 PLUMBING = Path(tempfile.mkdtemp(prefix="ek-scenario-")) / "edgekit.toml"
 PLUMBING.write_text("[run]\nnoise_guard = false\n")
-MATRIX = ["--config", str(PLUMBING), "--targets", "tflite", "--recipes", "fp32", "--no-profile",
+MATRIX = ["--config", str(PLUMBING), "--target", "tflite", "--recipe", "fp32", "--no-profile",
           *QUICK]  # fmt: skip
 # a user's project: its model module (with a helper beside it), and a folder of other code
 USER = Path(__file__).resolve().parent / "cluster_user_model"
@@ -139,23 +139,23 @@ def main(out: Path) -> None:
         seen["status"] = json.loads(edgekit("cluster", "status", address, "--json", env=base,
                                             check=True)["out"])  # fmt: skip
         # the matrix on the cluster, and the same matrix run locally
-        clustered = edgekit("run", "--cluster", address, "--devices", "cpu,android", *TWO_MODELS,
+        clustered = edgekit("run", "--cluster", address, "--device", "cpu,android", *TWO_MODELS,
                             *MATRIX, *runs, env=driver)  # fmt: skip
         seen["cluster_run"] = _summary(clustered)
-        local = edgekit("run", "--devices", "cpu,android", *TWO_MODELS, *MATRIX, *runs,
+        local = edgekit("run", "--device", "cpu,android", *TWO_MODELS, *MATRIX, *runs,
                         env={**phone, "PYTHONPATH": driver["PYTHONPATH"]})  # fmt: skip
         seen["local_run"] = _summary(local)
         # a model that needs code from beyond its folder: the nodes cannot import it
         both = os.pathsep.join([driver["PYTHONPATH"], str(USER / "elsewhere")])
         elsewhere = {**driver, "PYTHONPATH": both}
-        unshipped = edgekit("run", "--cluster", address, "--devices", "cpu,android", "--model",
+        unshipped = edgekit("run", "--cluster", address, "--device", "cpu,android", "--model",
                             UNSHIPPED_MODEL, *MATRIX, *runs, env=elsewhere)  # fmt: skip
         seen["cannot_import"] = _summary(unshipped)
         # Ctrl-C while the phone's pool runs: the tasks cancelled, no run directory left
         log = Path(adb["ADB_LOG"])
         log.write_text("")
         before = set((out / "runs").iterdir())
-        command = [EDGEKIT, "run", "--cluster", address, "--devices", "cpu,android", *MATRIX]
+        command = [EDGEKIT, "run", "--cluster", address, "--device", "cpu,android", *MATRIX]
         running = subprocess.Popen([*command, *runs], env=base, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)  # fmt: skip
         _wait_for_push(log)
@@ -167,7 +167,7 @@ def main(out: Path) -> None:
         # a node killed while its pool runs: only its rows go down
         log = Path(adb["ADB_LOG"])
         log.write_text("")
-        command = [EDGEKIT, "run", "--cluster", address, "--devices", "cpu,android", *MATRIX]
+        command = [EDGEKIT, "run", "--cluster", address, "--device", "cpu,android", *MATRIX]
         running = subprocess.Popen([*command, *runs], env=base, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)  # fmt: skip
         _wait_for_push(log)
@@ -185,7 +185,7 @@ def main(out: Path) -> None:
                 path.unlink()
         seen["death_noticed_s"] = wait_for_nodes(address, 1, base)
         # bad input: a device no node has now, an unreachable head, another edgekit version
-        seen["no_such_device"] = edgekit("run", "--cluster", address, "--devices", "android",
+        seen["no_such_device"] = edgekit("run", "--cluster", address, "--device", "android",
                                          *MATRIX, *runs, env=base)  # fmt: skip
         seen["unreachable"] = edgekit("run", "--cluster", "127.0.0.1:1", *MATRIX, *runs, env=base)
         # Ray's sockets live in its temp dir and AF_UNIX paths stop at 107 bytes

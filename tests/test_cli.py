@@ -68,8 +68,8 @@ def test_the_default_model_is_the_shipped_one_on_any_machine(capsys):
 
 
 def test_export_writes_a_validated_artifact_and_its_manifest(capsys, tmp_path):
-    # --targets is run's spelling and --io float audit's word: every command takes both
-    result = run_cli(capsys, "export", "--targets", "onnx", "--int8", "--io", "float", "-o",
+    # --target is run's spelling and --io float audit's word: every command takes both
+    result = run_cli(capsys, "export", "--target", "onnx", "--int8", "--io", "float", "-o",
                      str(tmp_path), "--json")  # fmt: skip
     assert result.code == 0, result.err
     (entry,) = json.loads(result.out)["artifacts"]

@@ -384,3 +384,18 @@ def test_the_shell_examples_quote_cleanly():
             for line in block.body.splitlines():
                 if line.startswith("$ "):
                     shlex.split(line[2:])
+
+
+SPHINX_ROLE = re.compile(r":(?:class|func|mod|data|meth|attr|exc|obj):`")
+
+
+def test_no_docstring_uses_a_sphinx_role_the_api_page_would_print_raw():
+    # mkdocstrings renders a docstring as markdown: ":class:`X`" reaches the page as it is
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "edgekit").rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if SPHINX_ROLE.search(line)
+    ]
+    assert not found, "write ``name`` instead of a role: " + ", ".join(found)
+    assert SPHINX_ROLE.search("see :class:`SourceModel`") and not SPHINX_ROLE.search("``X``")

@@ -173,8 +173,8 @@ def test_the_folder_passes_an_accuracy_gate_on_the_users_images(capsys, pets_fol
 def test_run_measures_the_folder_with_its_preprocessing(capsys, pets_folder, tmp_path):
     """The whole job on the folder: its baseline child loads the folder again from the spec."""
     result = run_cli(capsys, "run", "--model", str(pets_folder / "pets-vit"), "--data",
-                     str(pets_folder / "images"), "--targets", "onnx", "--recipes", "fp32",
-                     "--devices", "cpu", "--no-profile", "--rounds", "3", "--min-runs", "5",
+                     str(pets_folder / "images"), "--target", "onnx", "--recipe", "fp32",
+                     "--device", "cpu", "--no-profile", "--rounds", "3", "--min-runs", "5",
                      "--min-seconds", "0.05", "--runs-dir", str(tmp_path / "runs"), "--history",
                      str(tmp_path / "h.sqlite"), "--json")  # fmt: skip
     assert result.code == 0, result.err[-3000:]

@@ -81,6 +81,27 @@ def test_int8_is_explained_against_the_same_targets_fp32(profiled):
         assert "int8 share of the MACs: 100.0 %" in int8["explanation"]
 
 
+def test_profiling_a_tflite_file_prints_no_runtime_chatter(export_digits):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    # LiteRT's C library logs to fd 2 itself: only a real process shows what a user sees
+    path = export_digits("tflite", "fp32").path
+    edgekit = Path(sys.executable).parent / "edgekit"
+    done = subprocess.run(
+        [str(edgekit), "profile", str(path), "--rounds", "2", "--runs", "5"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    noise = [
+        line
+        for line in done.stderr.splitlines()
+        if line.startswith(("INFO:", "WARNING:")) or "could not be loaded" in line
+    ]
+    assert not noise, noise
+
+
 def test_the_plot_is_written(profiled):
     _, plot = profiled
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -272,9 +272,9 @@ def test_config_file_round_trip(tmp_path, capsys):
     written = run_cli(
         capsys,
         "run",
-        "--targets",
+        "--target",
         "onnx,tflite",
-        "--recipes",
+        "--recipe",
         "int8",
         "--threads",
         "1,2",
@@ -294,11 +294,11 @@ def test_config_file_round_trip(tmp_path, capsys):
     path.write_text(path.read_text() + "colour = 'blue'\n")
     with pytest.raises(UserInputError, match="unknown option"):
         RunConfig.from_toml(path)
-    bad = run_cli(capsys, "run", "--devices", "phone", "--write-config", str(tmp_path / "x.toml"))
+    bad = run_cli(capsys, "run", "--device", "phone", "--write-config", str(tmp_path / "x.toml"))
     assert bad.code == 2 and "unknown device 'phone'" in bad.err
 
 
-def test_run_takes_the_singular_spellings_of_export_and_bench_and_a_weights_file(tmp_path, capsys):
+def test_run_spells_its_options_as_export_does_and_takes_a_weights_file(tmp_path, capsys):
     path, weights = tmp_path / "edgekit.toml", tmp_path / "tiny.pt"
     weights.write_bytes(b"read when the model loads")
     written = run_cli(capsys, "run", "--target", "onnx", "--recipe", "int8", "--device", "cpu",
@@ -312,6 +312,22 @@ def test_run_takes_the_singular_spellings_of_export_and_bench_and_a_weights_file
                   str(weights), "--write-config", str(tmp_path / "two.toml"))  # fmt: skip
     assert two.code == 2 and "weights: applies to one model, not 2" in two.err
     assert not (tmp_path / "two.toml").exists()
+
+
+def test_run_s_old_plural_spellings_still_work_with_one_line_each(tmp_path, capsys):
+    path = tmp_path / "old.toml"
+    old = run_cli(capsys, "run", "--targets", "onnx", "--recipes", "int8", "--devices", "cpu",
+                  "--write-config", str(path))  # fmt: skip
+    assert old.code == 0, old.err
+    config = RunConfig.from_toml(path)
+    assert (config.targets, config.recipes, config.devices) == (["onnx"], ["int8"], ["cpu"])
+    said = [line for line in old.err.splitlines() if "goes in the next release" in line]
+    assert said == [f"edgekit: --{name}s is now --{name}; --{name}s goes in the next release"
+                    for name in ("target", "recipe", "device")]  # fmt: skip
+    both = run_cli(capsys, "run", "--target", "onnx", "--targets", "tflite", "--write-config",
+                   str(tmp_path / "both.toml"))  # fmt: skip
+    assert both.code == 2 and "--targets and --target are one option" in both.err
+    assert not (tmp_path / "both.toml").exists()
 
 
 @pytest.mark.parametrize(

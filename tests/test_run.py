@@ -35,9 +35,7 @@ def _run(capsys, tmp_path, *args):
 
 
 def test_a_run_measures_the_matrix_and_writes_its_report_and_history(capsys, tmp_path):
-    result = _run(
-        capsys, tmp_path, "--targets", "onnx", "--recipes", "fp32,int8", "--devices", "cpu"
-    )
+    result = _run(capsys, tmp_path, "--target", "onnx", "--recipe", "fp32,int8", "--device", "cpu")
     assert result.code == 0, result.err
     summary = json.loads(result.out)
     run_dir = Path(summary["run_dir"])
@@ -79,7 +77,7 @@ def test_a_second_run_copies_the_exports_of_the_first_and_says_so(capsys, tmp_pa
     import edgekit.export.cache as export_cache
 
     monkeypatch.setattr(export_cache, "store_dir", lambda: tmp_path / "exports")
-    matrix = ("--targets", "onnx", "--recipes", "fp32", "--devices", "cpu", "--no-profile")
+    matrix = ("--target", "onnx", "--recipe", "fp32", "--device", "cpu", "--no-profile")
     runs = []
     for extra in ((), (), ("--no-export-cache",)):
         result = _run(capsys, tmp_path, *matrix, *extra)
@@ -149,7 +147,7 @@ def _edgekit(tmp_path, *args, **env):
 def test_the_demo_on_a_machine_without_a_vulkan_driver_skips_the_gpu_and_answers(tmp_path):
     """``make demo``'s devices are the defaults, not a request: a machine with only a CPU
     measures the CPU, names the device it skipped and how to add it, recommends, exits 0."""
-    done = _edgekit(tmp_path, "run", "--targets", "tflite", "--recipes", "fp32,int8",
+    done = _edgekit(tmp_path, "run", "--target", "tflite", "--recipe", "fp32,int8",
                     "--no-profile", *QUICK, **NO_VULKAN)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     skipped = [line for line in done.stdout.splitlines() if line.startswith("skipped device")]
@@ -164,10 +162,10 @@ def test_the_demo_on_a_machine_without_a_vulkan_driver_skips_the_gpu_and_answers
 
 
 def test_a_gpu_asked_for_by_name_without_a_driver_is_one_line_and_exit_2(tmp_path):
-    done = _edgekit(tmp_path, "run", "--devices", "gpu", **NO_VULKAN)
+    done = _edgekit(tmp_path, "run", "--device", "gpu", **NO_VULKAN)
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("edgekit: error: --devices gpu: no CUDA GPU"), (
+    assert len(lines) == 1 and lines[0].startswith("edgekit: error: --device gpu: no CUDA GPU"), (
         lines
     )
     assert not (tmp_path / "runs").exists()  # refused before any work
@@ -185,7 +183,7 @@ def test_a_target_from_a_plugin_runs_through_edgekit_run(capsys, tmp_path, monke
     monkeypatch.setenv("PYTHONPATH", str(PLUGINS))
     monkeypatch.syspath_prepend(str(PLUGINS))
     result = _run(
-        capsys, tmp_path, "--targets", "torchscript", "--recipes", "fp32", "--devices", "cpu"
+        capsys, tmp_path, "--target", "torchscript", "--recipe", "fp32", "--device", "cpu"
     )
     assert result.code == 0, result.err
     run_dir = Path(json.loads(result.out)["run_dir"])
@@ -206,7 +204,7 @@ def test_a_device_from_a_plugin_runs_through_edgekit_run(capsys, tmp_path, monke
     monkeypatch.setenv("EDGEKIT_PLUGINS", "nice_cpu_device")
     monkeypatch.setenv("PYTHONPATH", str(PLUGINS))  # the workers load the plugins too
     monkeypatch.syspath_prepend(str(PLUGINS))
-    result = _run(capsys, tmp_path, "--targets", "onnx", "--recipes", "fp32", "--devices",
+    result = _run(capsys, tmp_path, "--target", "onnx", "--recipe", "fp32", "--device",
                   "cpu-nice")  # fmt: skip
     assert result.code == 0, result.err
     run_dir = Path(json.loads(result.out)["run_dir"])

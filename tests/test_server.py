@@ -25,7 +25,7 @@ pytestmark = [
 
 
 def test_a_run_that_asks_for_server_rows_says_why_they_are_missing(capsys, tmp_path):
-    result = run_cli(capsys, "run", "--targets", "onnx,tflite", "--recipes", "fp32", "--devices",
+    result = run_cli(capsys, "run", "--target", "onnx,tflite", "--recipe", "fp32", "--device",
                      "cpu,server-cuda,server-tensorrt", "--no-profile", "--rounds", "2",
                      "--min-runs", "5", "--min-seconds", "0.05", "--runs-dir", str(tmp_path),
                      "--history", str(tmp_path / "h.sqlite"), "--json")  # fmt: skip

@@ -1,6 +1,6 @@
 """The cross-check column of ``edgekit quantize-debug --target T``: the per-layer int8 error that
 the target's own quantizer tooling measures (``Target.layer_errors``), next to edgekit's
-simulation, keyed by the same torch module paths (:mod:`edgekit.targets.layermap`)."""
+simulation, keyed by the same torch module paths (``edgekit.targets.layermap``)."""
 
 from __future__ import annotations
 

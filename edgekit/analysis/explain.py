@@ -5,7 +5,7 @@ graph: QLinearConv, ConvInteger or a float Conv; XNNPACK's operator names), the 
 time in quantize/dequantize, in layout and data movement, in ops outside the fast path, the
 share of MACs in int8, and the per-invoke overhead the ops do not account for.
 
-:func:`explain_all` works on profiles (``edgekit profile``, the run report); :func:`hint`
+``explain_all`` works on profiles (``edgekit profile``, the run report); ``hint``
 makes the one line ``edgekit bench`` and ``edgekit run`` print from the op census alone."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 model's torch module paths (the names ``quantize-debug`` and ``--keep-float`` use), so that the
 three runtimes line up row by row.
 
-Each op's time comes from the runtime's own profiler (:mod:`edgekit.targets.profiling`), is
+Each op's time comes from the runtime's own profiler (``edgekit.targets.profiling``), is
 put on the file's op census, and ops are summed per layer: a conv/linear layer of the source
 (``block2.dw``) where the op's module path falls inside one, else the module itself (a residual
 ``add`` of ``block2``), else a group named by what the ops do (``(quantize/dequantize)``,

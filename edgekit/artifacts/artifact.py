@@ -128,7 +128,7 @@ def load_artifact(
     path: str | Path, verify_digest: bool = True, foreign: Any = None, manifest: dict | None = None
 ) -> Artifact:
     """Open an artifact's manifest; without one (a file another tool made) describe the file
-    itself, with ``foreign`` (:class:`edgekit.artifacts.foreign.ForeignOptions`) for what it cannot
+    itself, with ``foreign`` (``edgekit.artifacts.foreign.ForeignOptions``) for what it cannot
     say. ``manifest`` is one already read (a child process is handed its parent's). A digest
     mismatch is a one-line error."""
     path = Path(path)

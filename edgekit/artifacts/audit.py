@@ -2,7 +2,7 @@
 against what it is said to be. Converters are known to give something else than what was
 asked: an int8 model whose convolutions still compute in float, Q/DQ nodes missing around some
 ops, a dynamic-range model taken for a static one. The audit reads the op census
-(:mod:`edgekit.targets.census`) and states, per file: ops and share of MACs computed in int8,
+(``edgekit.targets.census``) and states, per file: ops and share of MACs computed in int8,
 fp16 and fp32; static or dynamic-range quantization; per-channel or per-tensor weights; the
 float islands (by source module path where the file keeps it); I/O dtypes; quantize/dequantize
 round trips; ops off the delegate or fast path. Each ``--expect``/``--expect-io``/

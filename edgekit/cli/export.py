@@ -48,13 +48,11 @@ def chosen_recipes(recipe: str | None, int8: bool, fp16: bool, int8_dynamic: boo
 def export(
     target: Annotated[
         str,
-        typer.Option(
-            "--target", "--targets", "-t", help=choices(target_names, TARGET_MODULES) + ", or all"
-        ),
+        typer.Option("--target", "-t", help=choices(target_names, TARGET_MODULES) + ", or all"),
     ] = DEFAULT_TARGET,
     recipe: Annotated[
         str | None,
-        typer.Option("--recipe", "--recipes", "-r", help="fp32, fp16, int8, int8-dynamic, or all"),
+        typer.Option("--recipe", "-r", help="fp32, fp16, int8, int8-dynamic, or all"),
     ] = None,
     int8: Annotated[bool, typer.Option("--int8", help="short for --recipe int8")] = False,
     fp16: Annotated[bool, typer.Option("--fp16", help="short for --recipe fp16")] = False,

@@ -32,6 +32,20 @@ ArtifactsArgument = Annotated[
 ]
 
 
+def renamed(value: Any, old_value: Any, old: str, new: str) -> Any:
+    """An option's value under its name ``new`` or its old spelling ``old``: the old one still
+    works, with one line saying so; both at once is bad input."""
+    if old_value is None:
+        return value
+    if value is not None:
+        raise UserInputError(f"{old} and {new} are one option: give {new} once")
+    from edgekit.cli.console import err_console
+
+    err_console.print(f"edgekit: {old} is now {new}; {old} goes in the next release",
+                      soft_wrap=True)  # fmt: skip
+    return old_value
+
+
 def choices(names: Callable[[], list[str]], built_in: Iterable[str]) -> str:
     """An option's help list: ``names()`` (plugins included), or the built-in names while a
     plugin does not import; the command itself then says which plugin, in one line."""
@@ -41,9 +55,7 @@ def choices(names: Callable[[], list[str]], built_in: Iterable[str]) -> str:
         return ", ".join(built_in)
 
 
-DeviceOption = Annotated[
-    str, typer.Option("--device", "--devices", help=choices(device_names, DEVICE_MODULES))
-]
+DeviceOption = Annotated[str, typer.Option("--device", help=choices(device_names, DEVICE_MODULES))]
 HistoryOption = Annotated[
     Path | None, typer.Option("--history", help="sqlite file (default ~/.edgekit/history.sqlite)")
 ]
@@ -155,7 +167,7 @@ FOREIGN_FLAGS: dict[str, Any] = {
 
 
 def with_foreign_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Give a command the flags of :data:`FOREIGN_FLAGS`; it receives them as one
+    """Give a command the flags of ``FOREIGN_FLAGS``; it receives them as one
     ``foreign: ForeignOptions`` argument (the same for bench, eval, check and run)."""
     signature = inspect.signature(command)
     hints = typing.get_type_hints(command, include_extras=True)  # typer reads objects, not text

@@ -21,6 +21,7 @@ from edgekit.cli.options import (
     HistoryOption,
     JsonOption,
     parse_threads,
+    renamed,
     with_foreign_options,
 )
 from edgekit.errors import EdgekitError, UserInputError
@@ -36,15 +37,12 @@ def run(
     weights: Annotated[
         Path | None, typer.Option("--weights", help=WEIGHTS_HELP + " (one model)")
     ] = None,
-    targets: Annotated[
-        str | None, typer.Option("--targets", "--target", "-t", help="all or a list")
-    ] = None,
-    recipes: Annotated[
-        str | None, typer.Option("--recipes", "--recipe", "-r", help="all or a list")
-    ] = None,
-    devices: Annotated[
-        str | None, typer.Option("--devices", "--device", help="e.g. cpu,gpu")
-    ] = None,
+    targets: Annotated[str | None, typer.Option("--target", "-t", help="all or a list")] = None,
+    recipes: Annotated[str | None, typer.Option("--recipe", "-r", help="all or a list")] = None,
+    devices: Annotated[str | None, typer.Option("--device", help="a list, e.g. cpu,gpu")] = None,
+    old_targets: Annotated[str | None, typer.Option("--targets", hidden=True)] = None,
+    old_recipes: Annotated[str | None, typer.Option("--recipes", hidden=True)] = None,
+    old_devices: Annotated[str | None, typer.Option("--devices", hidden=True)] = None,
     threads: Annotated[str | None, typer.Option("--threads", help="e.g. 1,2")] = None,
     max_drop: Annotated[float | None, typer.Option("--max-drop", help="budget in points")] = None,
     name: Annotated[str | None, typer.Option("--name")] = None,
@@ -113,6 +111,10 @@ def run(
     from edgekit.run.matrix import matrix_summary
     from edgekit.targets import parse_targets
 
+    # run's plural spellings, from before every command spelled them alike
+    targets = renamed(targets, old_targets, "--targets", "--target")
+    recipes = renamed(recipes, old_recipes, "--recipes", "--recipe")
+    devices = renamed(devices, old_devices, "--devices", "--device")
     base = RunConfig.from_toml(config) if config else RunConfig()
     given = {
         "model": model,
@@ -209,7 +211,7 @@ def _refuse_absent(devices: list[str], asked: set[str]) -> None:
 
     for name, why in LocalExecutor().absent_devices([d for d in devices if d in asked]).items():
         raise DeviceUnavailable(
-            f"--devices {name}: {why}; to add it: {device_class(name).how_to_add}"
+            f"--device {name}: {why}; to add it: {device_class(name).how_to_add}"
         )
 
 

@@ -1,3 +1,3 @@
 """edgekit on a Ray cluster: nodes that advertise their devices as Ray custom resources
-(:mod:`edgekit.cluster.nodes`), and ``edgekit run --cluster ADDRESS``, whose export and device
-cells run as Ray tasks (:mod:`edgekit.cluster.executor`)."""
+(``edgekit.cluster.nodes``), and ``edgekit run --cluster ADDRESS``, whose export and device
+cells run as Ray tasks (``edgekit.cluster.executor``)."""

@@ -13,7 +13,7 @@
 - Ctrl-C cancels every task still running; ``run_matrix`` removes the partial run directory.
 - A user's ``module:factory`` model runs on every node as it runs here: its code goes with
   the job's runtime environment (``py_modules``) and its weights file through the object store
-  (:mod:`edgekit.cluster.shipping`). A node that still cannot import it fails that model's
+  (``edgekit.cluster.shipping``). A node that still cannot import it fails that model's
   rows with the node's name and what to install there.
 - Every row names its device and thread count: an export that failed is one failed row per
   device and thread count its artifact would have had.

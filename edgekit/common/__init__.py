@@ -1,4 +1,4 @@
-"""Helpers every stage uses, each importing only :mod:`edgekit.errors` and the standard library
+"""Helpers every stage uses, each importing only ``edgekit.errors`` and the standard library
 (numpy and scipy for the statistics): files written atomically (``fileio``), schema checks,
 statistics and metrics, the machine's fingerprint, the cache folder, installed versions, the
 plugin loader and the native libraries' log filters (``quiet``).

@@ -30,7 +30,7 @@ class DropBudget:
 
     @property
     def figure(self) -> str:
-        """What :meth:`measured` is, in words: ``drop upper bound`` or ``drop``."""
+        """What ``measured`` is, in words: ``drop upper bound`` or ``drop``."""
         return "drop upper bound" if self.on_upper_bound else "drop"
 
     @property

@@ -2,7 +2,7 @@
 
 The fingerprint goes into every latency and accuracy record, manifest, results.json and history
 row. Two figures are comparable only when their fingerprints agree on every field of
-:data:`COMPARED`; ``edgekit compare``, ``history`` and ``check --against`` refuse otherwise."""
+``COMPARED``; ``edgekit compare``, ``history`` and ``check --against`` refuse otherwise."""
 
 from __future__ import annotations
 

@@ -56,8 +56,10 @@ class Captured:
 
 
 @contextlib.contextmanager
-def quiet_native() -> Iterator[Captured]:
-    """Capture fd 2 for a block: the C++ runtimes log there, around ``sys.stderr``."""
+def quiet_native(also: tuple[str, ...] = ()) -> Iterator[Captured]:
+    """Capture fd 2 for a block: the C++ runtimes log there, around ``sys.stderr``. ``also``:
+    patterns of lines harmless in this block only (a warning that matters elsewhere)."""
+    extra = re.compile("|".join(also)) if also else None
     captured = Captured()
     sys.stderr.flush()
     try:
@@ -75,7 +77,8 @@ def quiet_native() -> Iterator[Captured]:
             os.close(saved)
             sink.seek(0)
             captured.lines.extend(sink.read().decode(errors="replace").splitlines())
-            kept = [line for line in captured.lines if line.strip() and not CHATTER.search(line)]
+            kept = [line for line in captured.lines if line.strip() and not CHATTER.search(line)
+                    and not (extra and extra.search(line))]  # fmt: skip
             if captured.echo and kept:
                 sys.stderr.write("\n".join(kept) + "\n")
 

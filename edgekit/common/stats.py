@@ -90,7 +90,7 @@ def session_ratio(
     machine's minute), so sessions, not rounds, are the independent units: each session's mean
     log ratio is one observation. The interval is a t prediction interval for the mean of as many
     new sessions: centre +- t(k-1) * s * sqrt(2/k), s the spread of the k session means. With one
-    session it is :func:`paired_ratio`."""
+    session it is ``paired_ratio``."""
     logs = np.log(np.asarray(numerator_rounds, dtype=np.float64)) - np.log(
         np.asarray(denominator_rounds, dtype=np.float64)
     )
@@ -115,7 +115,7 @@ def ratio_interval(
     confidence: float = 0.95,
 ) -> tuple[float, tuple[float, float]]:
     """The one way every ratio gets its interval: from sessions where the rounds ran in more
-    than one (:func:`session_ratio`), else from the paired rounds widened by the noise ``band``
+    than one (``session_ratio``), else from the paired rounds widened by the noise ``band``
     (a second session's distance, standing in for the sessions that were not run)."""
     if sessions is not None and len(set(np.asarray(sessions).tolist())) > 1:
         return session_ratio(numerator_rounds, denominator_rounds, sessions, confidence)

@@ -62,7 +62,7 @@ def get_device(name: str, **options: Any) -> Any:
 def parse_devices(text: str) -> list[str]:
     chosen = [part.strip() for part in text.split(",") if part.strip()]
     if not chosen:
-        raise UserInputError(f"--devices '{text}': name at least one device")
+        raise UserInputError(f"--device '{text}': name at least one device")
     for name in chosen:
         device_class(name)
     return chosen

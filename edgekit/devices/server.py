@@ -2,7 +2,7 @@
 (``server-cuda``) or TensorRT (``server-tensorrt``) execution provider, next to the baseline in
 torch on CUDA (synchronised before every clock read). They answer "what would this cost on the
 server instead", so they are labelled server rows and never compete with on-device rows in the
-recommendation (:mod:`edgekit.report.recommend`).
+recommendation (``edgekit.report.recommend``).
 
 Needs ``pip install 'edgekit-bench[cuda]'`` (onnxruntime-gpu) and a CUDA build of torch on the node;
 ``benchmarks/gpu_check.sh`` measures both on a machine with an NVIDIA GPU."""

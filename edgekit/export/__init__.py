@@ -1,10 +1,10 @@
 """Source model to artifact: the export pipeline (``pipeline``: convert, quantize, validate,
 write atomically), the accuracy-aware int8 loop (``accuracy_aware``, ``--max-drop``) and the
 export cache of ``edgekit run`` (``cache``). Imports sources, targets, quantize and artifacts;
-``accuracy_aware`` measures through :mod:`edgekit.measure`.
+``accuracy_aware`` measures through ``edgekit.measure``.
 
 ``from edgekit.export import export_artifact`` (this package's name was a module's) keeps
-working for one release, with a :class:`~edgekit.errors.MovedPathWarning`: import from
+working for one release, with a ``MovedPathWarning``: import from
 ``edgekit.export.pipeline``."""
 
 from __future__ import annotations

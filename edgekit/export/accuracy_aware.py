@@ -2,7 +2,7 @@
 
 Quantize everything and measure the top-1 drop on the real runtime; while the upper end of the
 drop's 95 % interval (or the drop itself, ``point_estimate``) is over budget, keep the next most
-harmful layer (:func:`edgekit.quantize.sensitivity.analyze`'s ranking) float and re-export.
+harmful layer (``edgekit.quantize.sensitivity.analyze``'s ranking) float and re-export.
 A layer is kept float together with its consumers, because its output tensor is only float
 when both its producer and every reader are.
 

@@ -1,5 +1,5 @@
 """``edgekit bench``: the latency of artifacts on a device, each session in its own child, all of
-them and the baseline interleaved in rounds (:mod:`edgekit.measure.interleave`), so that every ratio
+them and the baseline interleaved in rounds (``edgekit.measure.interleave``), so that every ratio
 (speed-up over the baseline, one artifact over another) comes from the same machine state and
 carries a 95 % interval from the paired rounds."""
 
@@ -64,7 +64,7 @@ def measure(
     max_rounds: int = 0,
 ) -> Interleaved:
     """Interleave ``timers`` and fill the matching ``records`` (statistics, facts, warnings);
-    ``decided`` and ``max_rounds`` as in :func:`edgekit.measure.interleave.interleave`."""
+    ``decided`` and ``max_rounds`` as in ``edgekit.measure.interleave.interleave``."""
     result = interleave(timers, protocol, guard, progress, decided, max_rounds)
     versions = runtime_versions()
     for side, (timer, record) in enumerate(zip(timers, records, strict=True)):

@@ -260,7 +260,7 @@ def run_latency_gates(
     """Each artifact row of a run against the same row of an earlier run in the history.
 
     Where both artifact files still exist and the device is the host's, the two are measured
-    again now, interleaved (:func:`latency_regression`); otherwise the recorded p50s are
+    again now, interleaved (``latency_regression``); otherwise the recorded p50s are
     compared, only when both rows carry the same machine fingerprint (else one line naming the
     fields that differ, unless ``across_machines``, which labels every such figure)."""
     from pathlib import Path

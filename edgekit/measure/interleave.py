@@ -4,13 +4,13 @@ runs one block per round, in a rotating order, so that all of them see the same 
 On a shared VM, noise that /proc/stat cannot see moves a latency by tens of percent between two
 moments; two timings taken at different moments do not give a ratio. Within a round the sides
 are seconds apart, so the per-round ratio cancels what the machine did meanwhile, and the spread
-of the per-round ratios gives an honest interval (:func:`edgekit.common.stats.paired_ratio`).
+of the per-round ratios gives an honest interval (``edgekit.common.stats.paired_ratio``).
 
 What rounds cannot see is a session's own state: where a runtime's kernels and buffers landed
 moves a latency by several percent from one process to the next, and the machine drifts over
 minutes. So the rounds are split into ``protocol.sessions`` stretches, every side is reopened (a
 new session, a new process for a host worker) between them, and a ratio's interval comes from
-the spread between sessions (:func:`edgekit.common.stats.session_ratio`)."""
+the spread between sessions (``edgekit.common.stats.session_ratio``)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class Interleaved:
     ) -> tuple[float, tuple]:
         """Latency of ``side`` over ``reference``: > 1 means ``side`` is slower. The interval
         comes from the sessions where the rounds ran in several, else from the rounds widened by
-        ``band`` (:func:`edgekit.common.stats.ratio_interval`)."""
+        ``band`` (``edgekit.common.stats.ratio_interval``)."""
         return ratio_interval(
             self.rounds_ms(side), self.rounds_ms(reference), self.sessions_used, band, confidence
         )

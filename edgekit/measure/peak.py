@@ -4,7 +4,7 @@ over the peak of the arithmetic it runs).
 A peak is the best rate of several GEMM kernels of that arithmetic, each the best of repeated
 calls (a peak is an upper bound, so best-of, not the median). Each target package contributes
 its runtime's kernels (``edgekit/targets/<name>/peak.py``, named by its ``Target.peak_module``; the
-shared :class:`~edgekit.targets.peak_kernels.Kernel` is in :mod:`edgekit.targets.peak_kernels`);
+shared ``Kernel`` is in ``edgekit.targets.peak_kernels``);
 today:
 
 - fp32: onnxruntime's MLAS ``MatMul`` at 512^3, 1024^3 and 2048^3, and XNNPACK's fp32 GEMM as
@@ -14,11 +14,11 @@ today:
 - fp16: XNNPACK's F16 GEMM as ExecuTorch runs it (a float16 ``nn.Linear`` lowered to XNNPACK)
   at 512^3 and 1024^3, the kernels an ExecuTorch fp16 artifact runs. LiteRT's fp16 files keep
   fp16 weights behind DEQUANTIZE and compute in fp32, and onnxruntime's CPU EP casts fp16 back:
-  those rows divide by the fp32 peak (:func:`arithmetic_of` goes by what the file computes in).
+  those rows divide by the fp32 peak (``arithmetic_of`` goes by what the file computes in).
 
 The kernels run in a child process (``python -m edgekit.measure.peak THREADS...``), once per machine
 fingerprint (those kernels' runtime versions included) and thread count, cached in
-``cache_dir()/peaks/<fingerprint id>.json`` (:mod:`edgekit.measure.peak_cache`): two commands on one
+``cache_dir()/peaks/<fingerprint id>.json`` (``edgekit.measure.peak_cache``): two commands on one
 machine divide by the same peak. A row faster than the peak raises the cached peak to its own
 rate and is named as what gave it: no share is ever above 100 %. numpy's BLAS is not used:
 where ``OPENBLAS_CORETYPE`` pins OpenBLAS to older kernels it reports half what the runtimes
@@ -72,7 +72,7 @@ def peak_packages() -> tuple[str, ...]:
 
 
 def measure_kernels(threads: int, kernels: Iterable[Kernel] | None = None) -> dict[str, Any]:
-    """Every kernel's best rate at ``threads`` (default: :func:`all_kernels`), and each
+    """Every kernel's best rate at ``threads`` (default: ``all_kernels``), and each
     arithmetic's peak: the best of them. A kernel that cannot run here (a runtime missing) is
     recorded with its reason and skipped."""
     started = time.perf_counter()
@@ -150,7 +150,7 @@ class MachinePeaks:
         measure: Callable[[list[int]], dict[str, dict[str, Any]]] | None = None,
     ) -> MachinePeaks:
         """The cached peaks of every thread count, measuring (and caching) the missing ones
-        with ``measure`` (thread counts -> entries; default: :func:`measure_in_child`)."""
+        with ``measure`` (thread counts -> entries; default: ``measure_in_child``)."""
         machine = peak_fingerprint()
         path = cache_path(machine)
         with locked(path):
@@ -234,7 +234,7 @@ class MachinePeaks:
 
 
 def measure_in_child(threads: list[int]) -> dict[str, dict[str, Any]]:
-    """:func:`measure_kernels` at each thread count in a fresh ``python -m edgekit.measure.peak``:
+    """``measure_kernels`` at each thread count in a fresh ``python -m edgekit.measure.peak``:
     no thread pool of the calling command (torch's OpenMP workers spin for a while after each
     parallel region) shares the cores, and ExecuTorch's process-wide pool stays as it was."""
     command = [sys.executable, "-m", "edgekit.measure.peak", *map(str, threads)]
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def measure_peaks(threads: int = 1) -> dict[str, float]:
-    """One thread count's peaks as ``run["peaks"]`` holds them (cached: :class:`MachinePeaks`)."""
+    """One thread count's peaks as ``run["peaks"]`` holds them (cached: ``MachinePeaks``)."""
     return MachinePeaks.load([threads]).figures()[str(threads)]
 
 

@@ -1,5 +1,5 @@
 """The peaks' cache file, ``cache_dir()/peaks/<fingerprint id>.json``: where it lies, its lock,
-and reading and writing its entries by thread count (:class:`edgekit.measure.peak.MachinePeaks`
+and reading and writing its entries by thread count (``edgekit.measure.peak.MachinePeaks``
 holds them). A damaged or foreign file holds no entries: it is remeasured, never trusted."""
 
 from __future__ import annotations

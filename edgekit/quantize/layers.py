@@ -4,7 +4,7 @@ between them.
 A *layer* is a conv or linear unit: a ``Conv2d``/``Linear``, or the ``Sequential`` it opens
 (conv + BatchNorm + activation, which every target fuses into one int8 op). Each layer owns its
 weights and its output tensor; keeping a layer float in a real artifact means its output tensor
-is float, which needs its producer *and* its consumers float (:func:`float_island`)."""
+is float, which needs its producer *and* its consumers float (``float_island``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Per-layer int8 sensitivity of a torch classifier, named by torch module path (``block2.dw``,
-see :mod:`edgekit.quantize.layers`).
+see ``edgekit.quantize.layers``).
 
 Measured on calibration data, with an int8 simulation in torch that every target shares
 (per-channel symmetric int8 weights; per-tensor 8-bit activations over the calibrated min/max,
@@ -15,7 +15,7 @@ the way XNNPACK, ONNX Runtime's QDQ and LiteRT all quantize them):
   target's own quantizer, from its own tool: onnxruntime ``qdq_loss_debug`` (``xmodel_err``),
   ai-edge-quantizer ``validate()`` (its SNR is a linear ratio; converted to dB), torchao's PT2E
   numeric debugger on the XNNPACK-quantized graph (each target's ``layer_errors``, called by
-  :mod:`edgekit.analysis.crosscheck`).
+  ``edgekit.analysis.crosscheck``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """How a results file's matmul peaks read: ``run["peaks"]`` per thread count and arithmetic,
 and what gave each (``run["peak_kernels"]``). Formatting only, so the report reads peaks without
-the kernels that measure them (:mod:`edgekit.measure.peak`)."""
+the kernels that measure them (``edgekit.measure.peak``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The units of work of ``edgekit run`` (cells): one export (a target x a recipe) and one
 device pool (every artifact on one device: evaluated there, then timed interleaved with the
 baseline per thread count; on the host CPU also profiled layer by layer). ``run_matrix`` runs
-them in this process, or as Ray tasks on a cluster (:mod:`edgekit.cluster.executor`); either
+them in this process, or as Ray tasks on a cluster (``edgekit.cluster.executor``); either
 way the same rows come back."""
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ def run_matrix(
     a model may be a file another tool made: an ``.onnx`` is a source model (exported to every
     target); a ``.tflite`` or ``.pte`` is measured as it is on every device (copied into the
     run directory; ``foreign`` says what the file cannot). ``executor`` runs the cells: this
-    process (None), or a cluster (:class:`edgekit.cluster.executor.ClusterExecutor`)."""
+    process (None), or a cluster (``edgekit.cluster.executor.ClusterExecutor``)."""
     config.validate()
     say = progress or (lambda message: None)
     models = subjects(config, foreign)

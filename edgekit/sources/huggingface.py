@@ -1,7 +1,7 @@
 """Hugging Face transformers classifiers as source models, as they come.
 
 - A module whose ``forward`` takes ``pixel_values`` (a ``*ForImageClassification``) returns a
-  ``ModelOutput``; edgekit uses it through :class:`Logits`, whose ``forward(x)`` is
+  ``ModelOutput``; edgekit uses it through ``Logits``, whose ``forward(x)`` is
   ``model(pixel_values=x).logits``. Its config gives the classes (``id2label``) and, where it
   has one, the input shape (``num_channels``, ``image_size``).
 - A ``save_pretrained`` folder (``config.json``, the weights, ``preprocessor_config.json``) is

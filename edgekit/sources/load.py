@@ -5,8 +5,8 @@ A model spec is one of:
 - ``package.module:factory``, optionally with a state-dict file loaded with ``weights_only=True``;
 - a ``.pt2`` file saved with ``torch.export.save``;
 - a Keras ``.keras`` file;
-- an ``.onnx`` file (:mod:`edgekit.targets.onnx.source`);
-- a Hugging Face ``save_pretrained`` folder (:mod:`edgekit.sources.huggingface`, as a factory's
+- an ``.onnx`` file (``edgekit.targets.onnx.source``);
+- a Hugging Face ``save_pretrained`` folder (``edgekit.sources.huggingface``, as a factory's
   transformers model is).
 
 A ``module:factory`` model that does not declare its input shape takes it from ``--input-shape``,
@@ -41,7 +41,7 @@ def load_model(
     foreign: Any = None,
     data: str | None = None,
 ) -> SourceModel:
-    """Resolve a model spec (see the module docstring) to a :class:`SourceModel`. ``foreign``
+    """Resolve a model spec (see the module docstring) to a ``SourceModel``. ``foreign``
     (ForeignOptions) describes an .onnx file; ``data`` is the dataset a shapeless factory takes
     its input shape from."""
     name = spec.removeprefix("zoo:")
@@ -315,7 +315,7 @@ def _load_keras(path: Path) -> SourceModel:
 
 def load_zoo_model(name: str, quiet: bool = False) -> SourceModel:
     """Build a zoo model; trained entries load the weights that ship with edgekit (the same
-    on every machine: see :mod:`edgekit.sources.weights`)."""
+    on every machine: see ``edgekit.sources.weights``)."""
     entry = zoo.ZOO[name]
     module = entry.build()
     if entry.trained_on is not None:

@@ -1,6 +1,6 @@
 """The source model: the trained fp32 classifier in its own framework, with its preprocessing.
 
-A leaf: the zoo, the loaders, the targets and the baseline all hold a :class:`SourceModel`."""
+A leaf: the zoo, the loaders, the targets and the baseline all hold a ``SourceModel``."""
 
 from __future__ import annotations
 

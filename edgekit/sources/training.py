@@ -1,7 +1,7 @@
 """Training of the zoo's trained entries: deterministic on one machine, cached by content.
 
 edgekit does not train on a user's machine: the weights it loads ship with it
-(:mod:`edgekit.sources.weights`), because training gives other bits on another CPU. Seen here: an
+(``edgekit.sources.weights``), because training gives other bits on another CPU. Seen here: an
 Intel Xeon (AVX-512, AMX) trains ``15569f7428a5`` (99.11 %), an AMD EPYC (AVX-512, VNNI, BF16)
 ``7e458d5284fb`` (99.00 %), with the same pinning on both. ``edgekit zoo train`` retrains (and
 ``--out`` remakes the shipped files); the suite checks that a retrain reaches the accuracy floor,
@@ -9,7 +9,7 @@ not that it gives the same bits.
 
 The cache key covers the architecture, the training recipe, the training data and the pinned
 numerics, so a change to any of them trains anew. Training runs in a child process with
-:data:`PINNED_NUMERICS`, which narrow what the weights depend on within one machine (same bits
+``PINNED_NUMERICS``, which narrow what the weights depend on within one machine (same bits
 twice; ATen's portable kernels and MKL's ``COMPATIBLE`` mode instead of ISA-chosen ones, no
 oneDNN or NNPACK), one thread, a seeded generator and deterministic algorithms.
 """

@@ -1,5 +1,5 @@
 """Export targets, one package each, registered by name. The table below is the one place that
-names them; each package's ``__init__`` defines and registers its :class:`Target`."""
+names them; each package's ``__init__`` defines and registers its ``Target``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The target protocol: how a source model becomes an artifact, and how an artifact is opened.
 
-A target is a package ``edgekit/targets/<name>/`` whose ``__init__`` defines one :class:`Target`
+A target is a package ``edgekit/targets/<name>/`` whose ``__init__`` defines one ``Target``
 subclass (capabilities as class attributes, heavy imports deferred) and registers it; the registry
 line in ``edgekit/targets/__init__.py`` is the only other place that names it."""
 
@@ -192,7 +192,7 @@ class Target:
         raise NotImplementedError(f"{self.name}: no op census for this format")
 
     def census_for(self, path: Path, manifest: dict[str, Any] | None = None) -> Census:
-        """:meth:`census` with the manifest, unless the target (a plugin written before the
+        """``census`` with the manifest, unless the target (a plugin written before the
         argument) takes the file alone."""
         import inspect
 

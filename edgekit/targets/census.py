@@ -18,7 +18,7 @@ Vocabulary:
   after the module that owns its weights: a converter that folds a BatchNorm into the conv
   names the fused op after the BatchNorm, and a module that calls another's weights in its own
   forward (``nn.MultiheadAttention`` and its ``out_proj``) names the op after itself.
-  :mod:`edgekit.targets.layermap` maps these paths to the layers quantize-debug names.
+  ``edgekit.targets.layermap`` maps these paths to the layers quantize-debug names.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The one mapping from a torch source model's layers to the ops of an artifact made from it.
 
-A *layer* is what :func:`edgekit.quantize.layers.find_layers` names (``block2.dw``: a conv or
+A *layer* is what ``edgekit.quantize.layers.find_layers`` names (``block2.dw``: a conv or
 linear unit, by torch module path). Each target's census carries, per op, the module path the
-file keeps (:mod:`edgekit.targets.census`); an op belongs to the longest layer name that
-contains its path (:func:`~edgekit.quantize.layers.layer_of`). quantize-debug's cross-check,
+file keeps (``edgekit.targets.census``); an op belongs to the longest layer name that
+contains its path (``layer_of``). quantize-debug's cross-check,
 ``export --keep-float`` and per-layer profiling all go through this module, so a module path
 one of them prints is one the others take, or they all say the same reason why not.
 
@@ -92,7 +92,7 @@ def missing_figures(
     tool: str,
 ) -> dict[str, str]:
     """Why each layer without a figure in ``figures`` has none: no op comes from it (see
-    :func:`unmapped_reason`; ``modules`` is each op's module path), or ``tool`` compared no
+    ``unmapped_reason``; ``modules`` is each op's module path), or ``tool`` compared no
     tensor its ops produce."""
     owners = {layer_of(module, list(layers)) for module in modules if module}
     return {

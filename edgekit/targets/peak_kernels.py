@@ -1,4 +1,4 @@
-"""What a peak kernel is and how it is timed, shared by :mod:`edgekit.measure.peak` (which collects
+"""What a peak kernel is and how it is timed, shared by ``edgekit.measure.peak`` (which collects
 and runs them) and each target's ``peak`` module (which makes its runtime's kernels). Stdlib only,
 so a target may import it without pulling the cache or the registry in."""
 

@@ -1,12 +1,12 @@
 """Per-op times from a runtime's own profiler, and how they are put on the op census
-(:mod:`edgekit.targets.census`): each target's ``profile.py`` returns :class:`OpTimes`;
-:func:`place` gives every census op its time.
+(``edgekit.targets.census``): each target's ``profile.py`` returns ``OpTimes``;
+``place`` gives every census op its time.
 
 onnxruntime names each profiled node, so its times are placed by name. XNNPACK (inside LiteRT
 and ExecuTorch) profiles its own operators, after its own fusions: a 1x1 convolution becomes a
 "Fully Connected", a PAD folds into the convolution after it, and it adds transposes and
 converts of its own. Those events are placed by aligning the two sequences on what each op
-does (:func:`family`): the longest common subsequence of families, in order. An event that
+does (``family``): the longest common subsequence of families, in order. An event that
 matches no census op is kept as an op of its own (``inserted``); a census op that matches no
 event took no time of its own (fused into a neighbour)."""
 

@@ -1,5 +1,5 @@
 """A session in its own process, and the timing every device shares: the parent side
-(``parent``: :class:`~edgekit.worker.parent.WorkerTimer`, one child per session), the child
+(``parent``: ``WorkerTimer``, one child per session), the child
 itself (``child``, ``python -m edgekit.worker.child``), the timed loop (``loop``, numpy and time
 only: the arm64 guest runs it as it is), the measurement plan and records (``latency``:
 ``Protocol``, ``Block``, ``BlockTimer``, ``LatencyRecord``) and other processes' CPU per block

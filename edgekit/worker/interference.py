@@ -9,7 +9,7 @@ sessions and an emulator are edgekit's, never "other processes".
 A probe here saw another process on the 2 shared cores turn a 1.8 ms median
 into 7.7 ms. On a shared VM most interference is invisible to /proc/stat (another tenant's load
 on the same physical cores shows up in neither figure), which is why every ratio edgekit reports
-is measured interleaved (:mod:`edgekit.measure.interleave`): both sides see the same machine
+is measured interleaved (``edgekit.measure.interleave``): both sides see the same machine
 state."""
 
 from __future__ import annotations

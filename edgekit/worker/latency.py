@@ -128,7 +128,7 @@ class LatencyRecord:
     @classmethod
     def for_artifact(cls, artifact: Any, device: str, threads: int) -> LatencyRecord:
         """A not-yet-measured record of ``artifact`` (an
-        :class:`edgekit.artifacts.artifact.Artifact`)."""
+        ``edgekit.artifacts.artifact.Artifact``)."""
         return cls(
             label=artifact.label,
             device=device,

@@ -1,6 +1,6 @@
-"""The parent side of the host worker (:mod:`edgekit.worker.child`): a child process per session,
+"""The parent side of the host worker (``edgekit.worker.child``): a child process per session,
 so a runtime that crashes or hangs fails its own row only. ``predict_in_child`` is one request and
-one reply; :class:`WorkerTimer` keeps a session loaded and times blocks on command, which is what
+one reply; ``WorkerTimer`` keeps a session loaded and times blocks on command, which is what
 lets the interleaver alternate several artifacts and the baseline."""
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def predict_in_child(
     command: list[str] | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Logits of ``x`` (NCHW float32) from the artifact, computed in an isolated child
-    (``command`` starts it, as for :class:`WorkerProcess`)."""
+    (``command`` starts it, as for ``WorkerProcess``)."""
     with temporary_directory("edgekit-eval-") as tmp:
         inputs, outputs = tmp / "x.npy", tmp / "y.npy"
         np.save(inputs, np.ascontiguousarray(x, dtype=np.float32))
@@ -226,7 +226,7 @@ def artifact_timer(
     command: list[str] | None = None,
     synthetic_delay_ms: float | None = None,
 ) -> WorkerTimer:
-    """A :class:`WorkerTimer` holding ``artifact`` open on ``accelerator`` (``cpu``/``gpu``),
+    """A ``WorkerTimer`` holding ``artifact`` open on ``accelerator`` (``cpu``/``gpu``),
     warmed up by ``protocol``: what a device that runs artifacts on this machine returns from
     ``timer`` (``command`` starts the child another way, as a plugin device may)."""
     request = {

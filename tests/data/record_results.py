@@ -15,8 +15,8 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
-RUN = ["run", "--model", "digits-mobilenet", "--data", "digits", "--targets", "onnx,tflite",
-       "--recipes", "fp32,int8", "--devices", "cpu,gpu", "--threads", "1", "--rounds", "10",
+RUN = ["run", "--model", "digits-mobilenet", "--data", "digits", "--target", "onnx,tflite",
+       "--recipe", "fp32,int8", "--device", "cpu,gpu", "--threads", "1", "--rounds", "10",
        "--min-runs", "50", "--min-seconds", "0.3", "--plain-int8"]  # fmt: skip
 
 

@@ -4,7 +4,7 @@ delegate payload with the ``flatc`` that executorch ships), each portable kernel
 Dtypes, weights and MACs come from the XNNPACK values and the plan's tensor metadata. Module
 paths come from the manifest edgekit wrote at export: the file keeps each XNNPACK node's
 ``debug_handle`` and the manifest which module each handle (and each instruction) came from
-(:mod:`edgekit.targets.executorch.debug_handles`)."""
+(``edgekit.targets.executorch.debug_handles``)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A .pte keeps debug handles (each XNNPACK node's ``debug_handle`` field in the de
 each instruction's handles in the emitter's map, which ``to_executorch`` returns but does not
 write) and no module paths: those live in ``node.meta["nn_module_stack"]`` until the program is
 serialized. The export stores both maps in the manifest's ``details`` and the census reads them
-back (:func:`module_of_handles`)."""
+back (``module_of_handles``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ExecuTorch's peak kernel (see :mod:`edgekit.measure.peak`): XNNPACK's F16 GEMM as an ExecuTorch
+"""ExecuTorch's peak kernel (see ``edgekit.measure.peak``): XNNPACK's F16 GEMM as an ExecuTorch
 fp16 artifact runs it, a float16 ``nn.Linear`` lowered to XNNPACK, its program kept in the cache."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """ExecuTorch's own per-op times: the pip runtime records an ETDump (``enable_etdump``) in
 which XNNPACK reports each of its operators and the portable kernels each call; the devtools
 Inspector reads it. Named as XNNPACK names its operators, so they are placed on the census by
-alignment (:func:`edgekit.targets.profiling.place`)."""
+alignment (``edgekit.targets.profiling.place``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The op census of an .onnx file (see :mod:`edgekit.targets.census`): the graph onnxruntime
+"""The op census of an .onnx file (see ``edgekit.targets.census``): the graph onnxruntime
 runs on CPU after ORT_ENABLE_ALL fusion, in the order of one profiled run, with each node's
-execution provider (the session of :mod:`edgekit.targets.onnx.coverage`).
+execution provider (the session of ``edgekit.targets.onnx.coverage``).
 
 Why two graphs: only the runtime graph says what runs in int8 (a Q/DQ Conv onnxruntime fused is
 a QLinearConv; one it did not fuse computes in float); only the file keeps module paths, stored

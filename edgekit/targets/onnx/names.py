@@ -1,7 +1,7 @@
 """Which torch module an ONNX node comes from, read from the file: the dynamo exporter's
 ``name_scopes`` metadata, the legacy exporter's node names (``/b2/dw/dw.0/Conv``) and, for a conv
 or matmul, the state-dict name of its weight (``b2.dw.0.weight``). The census, ``keep_float``'s
-node exclusion and the per-layer error all read :func:`node_modules`.
+node exclusion and the per-layer error all read ``node_modules``.
 
 Why the weight decides for a conv or matmul: onnxscript folds a BatchNorm into the conv before
 it and the fused node keeps the BatchNorm's scopes (``b1.bn1``), and a module that uses another

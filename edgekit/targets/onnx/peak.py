@@ -1,4 +1,4 @@
-"""onnxruntime's peak kernels (see :mod:`edgekit.measure.peak`): MLAS ``MatMul`` (fp32) and
+"""onnxruntime's peak kernels (see ``edgekit.measure.peak``): MLAS ``MatMul`` (fp32) and
 ``MatMulInteger`` (u8 x s8), each a one-node model on the CPU execution provider."""
 
 from __future__ import annotations

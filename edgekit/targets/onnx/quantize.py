@@ -4,7 +4,7 @@ ORT 1.32, see shared/probe/perf):
 - ``int8``: ``quant_pre_process`` + ``quantize_static`` (QDQ, per-channel, MinMax). Activations
   are **uint8** and weights int8 (U8S8): on x86 S8S8 is 1.7x slower in QDQ form and 10x slower in
   QOperator form. ORT fuses DQ->Conv->Q into QLinearConv on the CPU EP.
-- ``int8-dynamic``: ``quantize_dynamic`` restricted to :data:`DYNAMIC_OP_TYPES` (MatMul/Gemm):
+- ``int8-dynamic``: ``quantize_dynamic`` restricted to ``DYNAMIC_OP_TYPES`` (MatMul/Gemm):
   ORT's dynamic int8 convolutions (ConvInteger) take a slow path on x86 (several times
   slower than fp32 in shared/probe/perf on one machine; measure yours with edgekit bench).
 - ``fp16``: ``convert_float_to_float16(keep_io_types=True)``, so the I/O stays float32. The CPU
@@ -59,7 +59,7 @@ def pre_process(fp32: Path, work: Path, warn: list[str]) -> tuple[Path, bool]:
 
 def excluded_nodes(model_path: Path, keep_float: tuple[str, ...]) -> list[str]:
     """ONNX node names that come from the torch modules in ``keep_float``
-    (:func:`~edgekit.targets.onnx.names.node_modules`); a path no node comes from is refused
+    (``node_modules``); a path no node comes from is refused
     with the reason."""
     if not keep_float:
         return []

@@ -17,7 +17,7 @@ that cannot co-install with this stack. The adjustments, each said in the export
 - its Reshape reads the target shape from a tensor at run time, which torch.export cannot trace
   (a data-dependent guard): every Reshape becomes a static reshape of the shape it took.
 
-Old opsets (the ONNX model zoo is opset 7-12) are upgraded to :data:`MIN_OPSET` with onnx's
+Old opsets (the ONNX model zoo is opset 7-12) are upgraded to ``MIN_OPSET`` with onnx's
 version converter, and graphs of IR version < 4 (weights listed as graph inputs) are cleaned."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class OnnxModel:
 
 
 def upgraded(path: Path) -> tuple[Any, list[str]]:
-    """The model, at least opset :data:`MIN_OPSET`, initializers no longer listed as inputs."""
+    """The model, at least opset ``MIN_OPSET``, initializers no longer listed as inputs."""
     import onnx
     from onnx import version_converter
 

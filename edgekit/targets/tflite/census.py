@@ -1,4 +1,4 @@
-"""The op census of a .tflite file (see :mod:`edgekit.targets.census`), read with LiteRT's own
+"""The op census of a .tflite file (see ``edgekit.targets.census``), read with LiteRT's own
 flatbuffer schema; what the XNNPACK delegate takes comes from an interpreter that applied it.
 
 How dtypes are decided: an op computes in int8 when its activation input is an integer tensor;

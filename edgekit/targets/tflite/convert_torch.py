@@ -4,16 +4,16 @@
   the artifact takes NHWC input: without it the graph starts with an NCHW->NHWC TRANSPOSE (a
   RESHAPE when C == 1). The input TensorSpec says which layout the file really has.
 - ``int8``: litert-torch's ``PT2EQuantizer`` with per-channel symmetric weights, calibrated by
-  :func:`edgekit.quantize.pt2e.quantize_pt2e` (``fold=False``), converted with
+  ``edgekit.quantize.pt2e.quantize_pt2e`` (``fold=False``), converted with
   ``QuantConfig(pt2e_quantizer=...)``. litert-torch always gives such a model **int8** input and
   output and has no option to keep them float, so for the default float I/O the flatbuffer is
-  rewritten (:func:`~edgekit.targets.tflite.flatbuffer.add_float_io`). ai-edge-quantizer's
+  rewritten (``add_float_io``). ai-edge-quantizer's
   ``static_wi8_ai8`` on the fp32 .tflite was tried instead: int8 I/O too, and 7 dB less output
   SQNR on digits-mobilenet (18 vs 26 dB).
 - ``int8`` with ``keep_float``: litert-torch's converter re-quantizes an op the PT2E graph left
   float (and its module-name filter never matches in torch 2.13), so the fp32 .tflite goes
   through ai-edge-quantizer ``static_wi8_ai8`` with one ``NO_QUANTIZE`` entry per kept module
-  (:mod:`~edgekit.targets.tflite.keep_float`).
+  (``keep_float``).
 - ``int8-dynamic``: ai-edge-quantizer ``recipe.dynamic_wi8_afp32()`` on the fp32 file. XNNPACK
   runs the dynamically quantized CONV_2D/FULLY_CONNECTED, but not DEPTHWISE_CONV_2D with int8
   weights: those stay on the builtin hybrid kernels (coverage lists them as fallback).

@@ -1,6 +1,6 @@
 """int8 with float islands for LiteRT: ai-edge-quantizer ``static_wi8_ai8`` on the fp32 file with
 one ``NO_QUANTIZE`` entry per kept module, matching exactly the op scopes of the ops the census
-attributes to it (:func:`keep_patterns`). The written file is checked: every op of a kept module
+attributes to it (``keep_patterns``). The written file is checked: every op of a kept module
 must read float activations, and a module no op comes from is an error with the reason (a regex
 that matches nothing raises nothing in ai-edge-quantizer). ``details["float_ops"]`` lists what
 stayed float."""
@@ -26,7 +26,7 @@ INTEGER_TYPES = ("int8", "uint8", "int16")
 def keep_patterns(float_file: Path, keep_float: tuple[str, ...]) -> dict[str, str]:
     """keep path -> a regex for ai-edge-quantizer that matches exactly the op scopes (each op's
     output tensor names + ``;``) of the ops the census attributes to that module of the fp32
-    file (:mod:`edgekit.targets.layermap`); a path no op comes from is refused with the reason."""
+    file (``edgekit.targets.layermap``); a path no op comes from is refused with the reason."""
     from edgekit.targets.tflite.census import census
 
     ops = graph_ops(float_file)

@@ -1,7 +1,7 @@
 """LiteRT's own per-layer int8 error: ai-edge-quantizer ``static_wi8_ai8`` on the fp32 .tflite,
 ``validate()`` per tensor (its SNR is a linear ratio; converted to dB), mapped back to torch
 module paths through the census of the fp32 file: each tensor is an op's output, the op's
-module path is the census's (:mod:`edgekit.targets.layermap`), and a layer's figure is its last
+module path is the census's (``edgekit.targets.layermap``), and a layer's figure is its last
 tensor's."""
 
 from __future__ import annotations

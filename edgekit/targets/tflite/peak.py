@@ -1,4 +1,4 @@
-"""LiteRT's peak kernels (see :mod:`edgekit.measure.peak`): XNNPACK's fp32 and qs8 GEMMs as LiteRT
+"""LiteRT's peak kernels (see ``edgekit.measure.peak``): XNNPACK's fp32 and qs8 GEMMs as LiteRT
 runs them, a one-op ``FULLY_CONNECTED`` model written with LiteRT's own schema."""
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from edgekit.common.quiet import quiet_native
 from edgekit.errors import UnsupportedExport, UserInputError
 from edgekit.targets.profiling import Event, OpTimes
 
@@ -50,7 +51,17 @@ class _TensorType(ctypes.Structure):
     _fields_ = [("element_type", ctypes.c_int32), ("layout", _Layout)]
 
 
+# LiteRT's environment probes every accelerator it knows: on a CPU-only profile, a GPU (or NPU)
+# that does not load is expected, not news
+CPU_ONLY = (r"GPU accelerator could not be loaded", r"NPU accelerator could not be loaded")
+
+
 def profile(path: Path, manifest: dict[str, Any], threads: int, runs: int, warmup: int) -> OpTimes:
+    with quiet_native(also=CPU_ONLY):
+        return _profile(path, threads, runs, warmup)
+
+
+def _profile(path: Path, threads: int, runs: int, warmup: int) -> OpTimes:
     model = _CompiledModel(Path(path), threads)
     try:
         for _ in range(warmup):
