@@ -75,7 +75,7 @@ def artifacts(model: str, log=print) -> tuple[list[Artifact], object, object]:
                         dataset,
                         target,
                         recipe,
-                        directory,
+                        out_dir=directory,
                         calibration_samples=32,
                         validation_samples=16,
                     ).artifact

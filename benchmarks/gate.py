@@ -32,10 +32,10 @@ def trials(artifact, count: int, delay_ms: float | None, busy: bool, log) -> lis
                 artifact,
                 artifact,
                 THRESHOLD,
-                "cpu",
-                1,
-                PROTOCOL,
-                GUARD,
+                device="cpu",
+                threads=1,
+                protocol=PROTOCOL,
+                guard=GUARD,
                 synthetic_delay_ms=delay_ms,
             )
         finally:
@@ -59,7 +59,7 @@ def main() -> None:
     log = lambda message: print(message, flush=True)  # noqa: E731
     made, _, _ = artifacts(args.model, log)
     artifact = next(a for a in made if a.label == "tflite/fp32")
-    p50 = bench_artifact(artifact, "cpu", 1, PROTOCOL).stats["p50_ms"]
+    p50 = bench_artifact(artifact, device="cpu", threads=1, protocol=PROTOCOL).stats["p50_ms"]
     delay = SLOWER * p50
     conditions = {
         "self against self, quiet": trials(artifact, args.trials, None, False, log),

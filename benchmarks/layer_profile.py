@@ -52,7 +52,7 @@ def measure(model: str, log) -> dict:
         fp32_onnx = next(a for a in chosen if a.target == "onnx" and a.recipe == "fp32")
         users = user_quantize_dynamic(fp32_onnx.path, Path(tmp)) if model != "resnet50" else None
         started = time.perf_counter()
-        bench_artifacts(chosen, "cpu", 1, Protocol(rounds=10), NoiseGuard(enabled=False),
+        bench_artifacts(chosen, device="cpu", threads=1, protocol=Protocol(rounds=10), guard=NoiseGuard(enabled=False),
                         baseline=False)  # fmt: skip
         bench_s = time.perf_counter() - started
         started = time.perf_counter()

@@ -38,7 +38,7 @@ def assert_accuracy_drop(
     Returns the ``edgekit.measure.accuracy.AccuracyRecord`` so a test can assert more."""
     from edgekit.measure.accuracy import evaluate_artifact
 
-    record = evaluate_artifact(str(artifact), data, device)
+    record = evaluate_artifact(str(artifact), data=data, device=device)
     check_record(record, max_drop, min_agreement, min_sqnr, point_estimate)
     return record
 
@@ -70,7 +70,7 @@ def edgekit_eval() -> Callable[..., Any]:
     def evaluate(artifact: str | Path, data: str = "digits", device: str = DEFAULT_DEVICE) -> Any:
         key = (str(artifact), data, device)
         if key not in cache:
-            cache[key] = evaluate_artifact(str(artifact), data, device)
+            cache[key] = evaluate_artifact(str(artifact), data=data, device=device)
         return cache[key]
 
     return evaluate

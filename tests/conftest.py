@@ -144,7 +144,7 @@ def export_digits(digits_model, digits_data, artifact_store):
                 with pytest.MonkeyPatch.context() as patch:
                     patch.setattr(plugin, "export", recording)
                     result = export_artifact(
-                        digits_model, digits_data, target, recipe, folder, io_dtype=io
+                        digits_model, digits_data, target, recipe, out_dir=folder, io_dtype=io
                     )
                 [info] = reported
                 (folder / "info.json").write_text(json.dumps({

@@ -275,3 +275,22 @@ def test_the_layout_page_is_the_tree_in_the_order_of_its_stages():
         "edgekit.sources" if n == "sources-types" else n for n in ORDER if n != "edgekit.sources"
     ]
     assert listed == stages, (listed, stages)
+
+
+def test_the_public_functions_take_their_options_by_name():
+    """``export_artifact(source, data, "onnx", "int8", out_dir=...)``: what a call names stays
+    right when a parameter is added; only the subject of a call is positional."""
+    import inspect
+
+    import edgekit
+
+    positional_options = [
+        f"{name}({parameter.name})"
+        for name in edgekit._API
+        if inspect.isfunction(function := getattr(edgekit, name))
+        for index, parameter in enumerate(inspect.signature(function).parameters.values())
+        if index
+        and parameter.default is not inspect.Parameter.empty
+        and parameter.kind is not inspect.Parameter.KEYWORD_ONLY
+    ]
+    assert not positional_options

@@ -119,7 +119,7 @@ NO_GUARD = NoiseGuard(enabled=False)  # these tests are about failures, not abou
 def test_a_pte_without_the_executorch_userland_is_unavailable(tmp_path, monkeypatch, export_digits):
     _fake_device(tmp_path, monkeypatch, QEMU_10)
     artifact = export_digits("executorch", "fp32")
-    record = bench_artifact(artifact, "arm64-emu", 1, QUICK, NO_GUARD)
+    record = bench_artifact(artifact, device="arm64-emu", threads=1, protocol=QUICK, guard=NO_GUARD)
     assert record.status == "unavailable" and record.device == "arm64-emu"
     assert record.error == PTE_REASON
     with pytest.raises(DeviceUnavailable, match="without its optional ExecuTorch userland"):
@@ -129,7 +129,7 @@ def test_a_pte_without_the_executorch_userland_is_unavailable(tmp_path, monkeypa
 def test_crashing_emulated_process_is_a_failed_row(tmp_path, monkeypatch, export_digits):
     _fake_device(tmp_path, monkeypatch, QEMU_10)
     artifact = export_digits("tflite", "int8")
-    record = bench_artifact(artifact, "arm64-emu", 1, QUICK, NO_GUARD)
+    record = bench_artifact(artifact, device="arm64-emu", threads=1, protocol=QUICK, guard=NO_GUARD)
     assert record.status == "failed"
     assert "crashed (SIGSEGV)" in record.error
     with pytest.raises(EdgekitError, match=r"crashed \(SIGSEGV\)"):
@@ -288,7 +288,7 @@ def test_emulated_latency_is_labelled_and_a_crash_does_not_stop_the_rest(
 ):
     artifact = export_digits("tflite", "int8")
     monkeypatch.setenv("EDGEKIT_TEST_CRASH", "segfault")
-    crashed = bench_artifact(artifact, "arm64-emu", 1, QUICK)
+    crashed = bench_artifact(artifact, device="arm64-emu", threads=1, protocol=QUICK)
     assert crashed.status == "failed" and "crashed (SIGSEGV)" in crashed.error
     monkeypatch.delenv("EDGEKIT_TEST_CRASH")
     result = run_cli(

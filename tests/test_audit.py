@@ -95,7 +95,7 @@ def test_an_fp32_onnx_and_pte_named_int8_are_caught(capsys, export_digits, tmp_p
 def test_float_islands_are_named_by_module_path(capsys, digits_model, digits_data, tmp_path):
     from edgekit.export.pipeline import export_artifact
 
-    made = export_artifact(digits_model, digits_data, "tflite", "int8", tmp_path,
+    made = export_artifact(digits_model, digits_data, "tflite", "int8", out_dir=tmp_path,
                            keep_float=("block6.project",)).artifact  # fmt: skip
     assert made.manifest["audit"]["passed"]  # asked for: not a reason at export
     result, [reason] = _audit(capsys, str(made.path), "--expect", "int8")

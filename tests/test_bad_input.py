@@ -457,7 +457,7 @@ class Files:
 
         source = load_model("user_models:rgb_16")
         made = export_artifact(source, load_dataset("synthetic:8", source.preprocess), "onnx",
-                               "fp32", self.tmp / "rgb16")  # fmt: skip
+                               "fp32", out_dir=self.tmp / "rgb16")  # fmt: skip
         return str(made.artifact.path)
 
     def garbage_tflite(self):

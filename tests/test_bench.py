@@ -27,7 +27,7 @@ NO_GUARD = NoiseGuard(enabled=False)
 
 def test_bench_an_onnx_artifact_on_the_cpu(export_digits):
     artifact = export_digits("onnx", "fp32")
-    record = bench_artifact(artifact.path, "cpu", 1, QUICK, NO_GUARD)
+    record = bench_artifact(artifact.path, device="cpu", threads=1, protocol=QUICK, guard=NO_GUARD)
     assert record.status == "ok", record.error
     stats = record.stats
     assert stats["count"] >= 20 and len(record.samples_ms) == stats["count"]
@@ -41,7 +41,9 @@ def test_bench_an_onnx_artifact_on_the_cpu(export_digits):
 def test_artifacts_and_the_baseline_are_interleaved_with_a_speedup_interval(export_digits):
     fp32, int8 = export_digits("onnx", "fp32"), export_digits("tflite", "int8")
     in_sessions = replace(QUICK, sessions=3)
-    records = bench_artifacts([fp32.path, int8.path], "cpu", 1, in_sessions, NO_GUARD)
+    records = bench_artifacts(
+        [fp32.path, int8.path], device="cpu", threads=1, protocol=in_sessions, guard=NO_GUARD
+    )
     first, second, baseline = records
     assert baseline.label == "baseline/fp32" and baseline.status == "ok", baseline.error
     import torch
@@ -91,7 +93,12 @@ def test_a_crashing_or_hanging_runtime_is_a_failed_row(
 ):
     monkeypatch.setenv("EDGEKIT_TEST_CRASH", crash)
     record = bench_artifact(
-        export_digits("onnx", "fp32").path, "cpu", 1, QUICK, NO_GUARD, timeout_s=timeout_s
+        export_digits("onnx", "fp32").path,
+        device="cpu",
+        threads=1,
+        protocol=QUICK,
+        guard=NO_GUARD,
+        timeout_s=timeout_s,
     )
     assert record.status == "failed"
     assert message in record.error
@@ -117,7 +124,9 @@ def test_a_busy_process_beside_the_measurement_is_seen_and_marked(export_digits)
     busy = _busy_outside_edgekit()
     try:
         guard = NoiseGuard(threshold=0.15, retries=1, settle_max_s=0.5)
-        record = bench_artifact(export_digits("onnx", "fp32").path, "cpu", 1, QUICK, guard)
+        record = bench_artifact(
+            export_digits("onnx", "fp32").path, device="cpu", threads=1, protocol=QUICK, guard=guard
+        )
     finally:
         os.kill(busy, signal.SIGKILL)
     assert record.status == "ok", record.error
@@ -137,7 +146,7 @@ def test_edgekit_keeping_its_own_parent_busy_is_not_other_processes(export_digit
     try:
         started = time.perf_counter()
         guard = NoiseGuard(threshold=0.15, retries=0, settle_max_s=0.5)
-        record = bench_artifact(artifact.path, "cpu", 1, QUICK, guard)
+        record = bench_artifact(artifact.path, device="cpu", threads=1, protocol=QUICK, guard=guard)
         # the loop's own share of a core over the bench, as the kernel counted it (however
         # much else the machine ran meanwhile)
         share = tree_cpu_seconds(busy.pid) / (time.perf_counter() - started)
@@ -191,7 +200,9 @@ def test_the_latency_gate_passes_an_artifact_against_itself_and_catches_a_slower
     export_digits,
 ):
     artifact = export_digits("onnx", "fp32")
-    same = latency_regression(artifact, artifact, 10.0, "cpu", 1, QUICK, NO_GUARD)
+    same = latency_regression(
+        artifact, artifact, 10.0, device="cpu", threads=1, protocol=QUICK, guard=NO_GUARD
+    )
     # the interval is widened by the band of the reference against itself, so a file against
     # itself passes by the gate's own rule (its lower bound is at most the threshold)
     low, high = same.figures["ratio_ci"]
@@ -199,8 +210,17 @@ def test_the_latency_gate_passes_an_artifact_against_itself_and_catches_a_slower
     assert 0 < low <= same.figures["ratio"] <= high < math.inf
     assert 0 < band_low <= band_high < math.inf
     assert same.passed == (low <= same.bound) and same.passed, same.detail
-    p50 = bench_artifact(artifact.path, "cpu", 1, QUICK, NO_GUARD).stats["p50_ms"]
+    p50 = bench_artifact(
+        artifact.path, device="cpu", threads=1, protocol=QUICK, guard=NO_GUARD
+    ).stats["p50_ms"]
     slower = latency_regression(
-        artifact, artifact, 10.0, "cpu", 1, QUICK, NO_GUARD, synthetic_delay_ms=p50
+        artifact,
+        artifact,
+        10.0,
+        device="cpu",
+        threads=1,
+        protocol=QUICK,
+        guard=NO_GUARD,
+        synthetic_delay_ms=p50,
     )  # the candidate sleeps one more reference median per call: twice as slow, scripted
     assert not slower.passed and slower.measured > slower.bound, slower.detail

@@ -87,8 +87,15 @@ def exported(sources, tmp_path_factory, export_digits):
         if key not in cache:
             source = sources(spec)
             data = load_dataset(data_for(spec), source.preprocess)
-            result = export_artifact(source, data, target, recipe, out_dir / spec.replace(":", "-"),
-                                     calibration_samples=16, validation_samples=50)  # fmt: skip
+            result = export_artifact(
+                source,
+                data,
+                target,
+                recipe,
+                out_dir=out_dir / spec.replace(":", "-"),
+                calibration_samples=16,
+                validation_samples=50,
+            )
             cache[key] = result.artifact
         return cache[key]
 

@@ -91,9 +91,14 @@ def profile_artifacts(
         from edgekit.measure.bench import bench_artifacts
 
         say(f"timing {len(loaded)} artifact(s) interleaved")
-        records = bench_artifacts(loaded, DEFAULT_DEVICE, threads,
-                                  protocol or Protocol(rounds=10), NoiseGuard(enabled=False),
-                                  baseline=False)  # fmt: skip
+        records = bench_artifacts(
+            loaded,
+            device=DEFAULT_DEVICE,
+            threads=threads,
+            protocol=protocol or Protocol(rounds=10),
+            guard=NoiseGuard(enabled=False),
+            baseline=False,
+        )
     else:
         records = [timed[str(artifact.path)] for artifact in loaded]
     profiles, details = [], {}

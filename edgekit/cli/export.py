@@ -127,7 +127,14 @@ def export(
         for spec in recipes:
             try:
                 result = export_artifact(
-                    source, dataset, target_name, spec.name, output, calibration_samples, io, keep
+                    source,
+                    dataset,
+                    target_name,
+                    spec.name,
+                    out_dir=output,
+                    calibration_samples=calibration_samples,
+                    io_dtype=io,
+                    keep_float=keep,
                 )
             except UnsupportedExport as exc:
                 if len(targets) * len(recipes) == 1:

@@ -70,7 +70,14 @@ def eval_command(
         return
     options = device_options(serial, cpu, xnnpack)
     records = [
-        evaluate_artifact(str(path), data, device, threads, device_options=options, foreign=foreign)
+        evaluate_artifact(
+            str(path),
+            data=data,
+            device=device,
+            threads=threads,
+            device_options=options,
+            foreign=foreign,
+        )
         for path in artifacts
     ]
     if as_json:
@@ -118,9 +125,17 @@ def bench(
     records = []
     for count in parse_threads(threads):
         records += bench_artifacts(
-            list(artifacts), device, count, protocol, guard, None, baseline, timeout, options,
-            foreign,
-        )  # fmt: skip
+            list(artifacts),
+            device=device,
+            threads=count,
+            protocol=protocol,
+            guard=guard,
+            sample=None,
+            baseline=baseline,
+            timeout_s=timeout,
+            device_options=options,
+            foreign=foreign,
+        )
     hints = _hints(records)
     for record in records:
         if record.label in hints:
@@ -244,13 +259,27 @@ def check(
                         "--max-latency-regression on an artifact needs --against REFERENCE "
                         "(an artifact file), or give a run directory"
                     )
-                gate = latency_regression(path, against, max_latency_regression, device, threads,
-                                          protocol, None, options, foreign)  # fmt: skip
+                gate = latency_regression(
+                    path,
+                    against,
+                    max_latency_regression,
+                    device=device,
+                    threads=threads,
+                    protocol=protocol,
+                    guard=None,
+                    device_options=options,
+                    foreign=foreign,
+                )
                 results.append(gate)
             if all(bound is None for bound in accuracy_bounds):
                 continue
             record = evaluate_artifact(
-                str(path), data, device, threads, device_options=options, foreign=foreign
+                str(path),
+                data=data,
+                device=device,
+                threads=threads,
+                device_options=options,
+                foreign=foreign,
             )
             if max_arm_x86_diff is not None:
                 results.append(device_vs_host_gate(record, max_arm_x86_diff))

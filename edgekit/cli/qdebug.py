@@ -44,7 +44,7 @@ def quantize_debug(
 
     if target is not None:
         get_target(target)  # an unknown target is bad input before any work
-    source = load_model(model, weights, quiet=as_json)
+    source = load_model(model, weights=weights, quiet=as_json)
     dataset = load_dataset(data, source.preprocess)
     calibration = sample_calibration(dataset, max(samples, 1))
     report = analyze(source, calibration.x, samples=samples, top=top)

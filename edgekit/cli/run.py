@@ -189,7 +189,9 @@ def _run(settings: Any, say: Any, history: Path | None, foreign: Any, cluster: s
     def go(executor: Any) -> Any:
         if resume is not None:
             return resume_run(resume, say, history, executor)
-        return run_matrix(settings, say, history, foreign, executor)
+        return run_matrix(
+            settings, progress=say, history=history, foreign=foreign, executor=executor
+        )
 
     if cluster is None:
         if shared_dir is not None:

@@ -189,9 +189,15 @@ def _export_step(
 
     try:
         return export_artifact(
-            source, dataset, target, "int8", directory, calibration_samples,
-            keep_float=tuple(keep), validation_samples=validation_samples,
-        ).artifact  # fmt: skip
+            source,
+            dataset,
+            target,
+            "int8",
+            out_dir=directory,
+            calibration_samples=calibration_samples,
+            keep_float=tuple(keep),
+            validation_samples=validation_samples,
+        ).artifact
     except ExportRejected as exc:
         rejected = next(directory.glob("*.rejected"), None)
         if rejected is None:

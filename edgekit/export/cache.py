@@ -48,7 +48,9 @@ def cached_export(
     entry = store_dir() / key
     if (entry / ENTRY_FILE).is_file():
         return ExportResult(_copy_out(entry, Path(out_dir), key), time.perf_counter() - started)
-    result = export_artifact(source, dataset, target, recipe, out_dir, calibration_samples)
+    result = export_artifact(
+        source, dataset, target, recipe, out_dir=out_dir, calibration_samples=calibration_samples
+    )
     _store(result.artifact, entry)
     return result
 

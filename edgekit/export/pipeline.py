@@ -56,6 +56,7 @@ def export_artifact(
     dataset: Dataset,
     target: str,
     recipe: str,
+    *,
     out_dir: Path = DEFAULT_OUTPUT_DIR,
     calibration_samples: int = DEFAULT_SAMPLES,
     io_dtype: str = "float32",

@@ -175,6 +175,7 @@ def dataset_for(artifact: Artifact, data: str) -> Dataset:
 
 def evaluate_artifact(
     path: str | Artifact,
+    *,
     data: str = "digits",
     device: str | Any = DEFAULT_DEVICE,
     threads: int = 1,

@@ -96,6 +96,7 @@ def measure(
 
 def bench_artifacts(
     artifacts: list[str | Path | Artifact],
+    *,
     device: str | Any = DEFAULT_DEVICE,
     threads: int = 1,
     protocol: Protocol | None = None,
@@ -285,6 +286,7 @@ def pool_sessions(
 
 def bench_artifact(
     artifact: str | Path | Artifact,
+    *,
     device: str | Any = DEFAULT_DEVICE,
     threads: int = 1,
     protocol: Protocol | None = None,
@@ -295,5 +297,13 @@ def bench_artifact(
 ) -> LatencyRecord:
     """One artifact alone (no baseline): its latency record."""
     return bench_artifacts(
-        [artifact], device, threads, protocol, guard, sample, False, timeout_s, device_options
+        [artifact],
+        device=device,
+        threads=threads,
+        protocol=protocol,
+        guard=guard,
+        sample=sample,
+        baseline=False,
+        timeout_s=timeout_s,
+        device_options=device_options,
     )[0]

@@ -166,6 +166,7 @@ def latency_regression(
     candidate: str | Artifact,
     reference: str | Artifact,
     max_regression_pct: float,
+    *,
     device: str = DEFAULT_DEVICE,
     threads: int = 1,
     protocol: Protocol | None = None,
@@ -278,7 +279,12 @@ def run_latency_gates(
         host = row.traits.get("where") == "host" and row.latency_comparable
         if remeasure and host and current and previous and current.is_file() and previous.is_file():
             gate = latency_regression(
-                current, previous, max_regression_pct, str(row.device), row.threads or 1, protocol
+                current,
+                previous,
+                max_regression_pct,
+                device=str(row.device),
+                threads=row.threads or 1,
+                protocol=protocol,
             )
             gates.append(GateResult(row.key, gate.device, gate.gate, gate.measured, gate.bound,
                                     gate.passed, gate.detail, gate.figures))  # fmt: skip

@@ -168,7 +168,7 @@ def _pool_rows(
             say(f"evaluate {artifact.label} on {device}")
             try:
                 accuracy[artifact.label] = evaluate_artifact(
-                    artifact, config.data, where, source=source, dataset=dataset
+                    artifact, data=config.data, device=where, source=source, dataset=dataset
                 )
             except EdgekitError as exc:
                 for threads in config.threads:
@@ -182,9 +182,16 @@ def _pool_rows(
     for threads in config.threads:
         say(f"bench {len(runnable)} artifact(s) on {device}, {threads} thread(s), interleaved")
         records = bench_artifacts(
-            runnable, where, threads, protocol, guard, sample, True, config.timeout,
+            runnable,
+            device=where,
+            threads=threads,
+            protocol=protocol,
+            guard=guard,
+            sample=sample,
+            baseline=True,
+            timeout_s=config.timeout,
             progress=say,
-        )  # fmt: skip
+        )
         for record in records:
             if record.artifact is None:  # the baseline of this pool
                 rows.append(row_of(record, None, None))

@@ -59,6 +59,7 @@ class RunResult:
 
 def run_matrix(
     config: RunConfig,
+    *,
     progress: Progress | None = None,
     history: Path | None = None,
     foreign: Any = None,
@@ -144,7 +145,7 @@ def subjects(config: RunConfig, foreign: Any = None) -> list[Subject]:
         given = _given_artifact(spec, foreign)
         if given and config.weights is not None:
             raise UserInputError(f"{spec}: a model file brings its own weights; drop --weights")
-        source = None if given else load_model(spec, config.weights, quiet=True,
+        source = None if given else load_model(spec, weights=config.weights, quiet=True,
                                                   foreign=foreign, data=data)  # fmt: skip
         found.append(Subject(spec, data, source, given, _dataset(data, source, given)))
     return found

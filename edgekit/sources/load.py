@@ -35,6 +35,7 @@ log = logging.getLogger("edgekit")
 
 def load_model(
     spec: str = DEFAULT_MODEL,
+    *,
     weights: str | Path | None = None,
     input_shape: tuple[int, int, int] | None = None,
     quiet: bool = False,
