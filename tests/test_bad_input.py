@@ -133,6 +133,12 @@ CASES = {
     "run-weights-that-do-not-fit": (
         ["run", "--model", "user_models:tiny_cnn", "--weights", "{wrong_weights}"],
         "wrong_weights", 2, "does not fit the model"),
+    "eval-weights-that-do-not-fit": (
+        ["eval", "--model", "user_models:tiny_cnn", "--weights", "{wrong_weights}"],
+        "wrong_weights", 2, "does not fit the model"),
+    "eval-weights-for-an-artifact": (
+        ["eval", "{no_manifest}", "--weights", "{wrong_weights}"], "no_manifest wrong_weights", 2,
+        "--weights applies to a source model"),
     "quantize-debug-weights-that-do-not-fit": (
         ["quantize-debug", "--model", "user_models:tiny_cnn", "--weights", "{wrong_weights}"],
         "wrong_weights", 2, "does not fit the model"),

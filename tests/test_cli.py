@@ -67,6 +67,21 @@ def test_the_default_model_is_the_shipped_one_on_any_machine(capsys):
     assert found.group(1) == f"{100 * card.top1:.2f}" and found.group(2) == card.state_digest[:12]
 
 
+def test_eval_of_a_source_model_loads_the_weights_it_is_given(capsys, tmp_path, monkeypatch):
+    import torch
+    from user_models import tiny_cnn
+
+    monkeypatch.chdir(os.path.dirname(__file__))  # where user_models.py is importable from
+    state = {name: torch.zeros_like(value) for name, value in tiny_cnn().state_dict().items()}
+    torch.save(state, tmp_path / "zeros.pt")
+    digests = {}
+    for name, extra in (("own", []), ("zeros", ["--weights", str(tmp_path / "zeros.pt")])):
+        result = run_cli(capsys, "eval", "--model", "user_models:tiny_cnn", "--json", *extra)
+        assert result.code == 0, result.err
+        digests[name] = json.loads(result.out)["digest"]
+    assert digests["own"] != digests["zeros"]
+
+
 def test_export_writes_a_validated_artifact_and_its_manifest(capsys, tmp_path):
     # --target is run's spelling and --io float audit's word: every command takes both
     result = run_cli(capsys, "export", "--target", "onnx", "--int8", "--io", "float", "-o",

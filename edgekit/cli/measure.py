@@ -26,6 +26,7 @@ from edgekit.cli.options import (
     SessionGapOption,
     SessionsOption,
     ThreadsOption,
+    WeightsOption,
     XnnpackOption,
     device_options,
     parse_threads,
@@ -45,6 +46,7 @@ def eval_command(
         str | None,
         typer.Option("--model", "-m", help="with no artifact: evaluate this source model"),
     ] = None,
+    weights: WeightsOption = None,
     threads: Annotated[int, typer.Option("--threads")] = 1,
     cpu: CpuOption = None,
     xnnpack: XnnpackOption = None,
@@ -56,8 +58,12 @@ def eval_command(
     A file edgekit did not make is described from itself and the flags (see --layout)."""
     from edgekit.measure.accuracy import evaluate_artifact, evaluate_source
 
+    if artifacts and weights is not None:
+        raise UserInputError("--weights applies to a source model (--model), not to artifacts")
     if not artifacts:
-        result = evaluate_source(model or "digits-mobilenet", data, foreign)
+        result = evaluate_source(
+            model or "digits-mobilenet", data=data, foreign=foreign, weights=weights
+        )
         if as_json:
             print(json.dumps(result, indent=2))
             return

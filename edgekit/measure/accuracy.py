@@ -8,6 +8,7 @@ same artifact's logits there against the host's (``versus_host``)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -246,11 +247,13 @@ def evaluate_artifact(
     )
 
 
-def evaluate_source(spec: str, data: str = "digits", foreign: Any = None) -> dict[str, Any]:
+def evaluate_source(
+    spec: str, *, data: str = "digits", foreign: Any = None, weights: str | Path | None = None
+) -> dict[str, Any]:
     """The source model alone on the evaluation split (``edgekit eval`` with no artifact)."""
     from edgekit.sources.load import load_model
 
-    source = load_model(spec, foreign=foreign, data=data)
+    source = load_model(spec, weights=weights, foreign=foreign, data=data)
     dataset = load_dataset(data, source.preprocess)
     logits = source.predict(dataset.evaluation.x)
     result = {
