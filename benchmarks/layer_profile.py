@@ -52,8 +52,14 @@ def measure(model: str, log) -> dict:
         fp32_onnx = next(a for a in chosen if a.target == "onnx" and a.recipe == "fp32")
         users = user_quantize_dynamic(fp32_onnx.path, Path(tmp)) if model != "resnet50" else None
         started = time.perf_counter()
-        bench_artifacts(chosen, device="cpu", threads=1, protocol=Protocol(rounds=10), guard=NoiseGuard(enabled=False),
-                        baseline=False)  # fmt: skip
+        bench_artifacts(
+            chosen,
+            device="cpu",
+            threads=1,
+            protocol=Protocol(rounds=10),
+            guard=NoiseGuard(enabled=False),
+            baseline=False,
+        )
         bench_s = time.perf_counter() - started
         started = time.perf_counter()
         profiles = profile_artifacts(chosen, threads=1, progress=log)
@@ -61,10 +67,11 @@ def measure(model: str, log) -> dict:
         extra = []
         if users is not None:
             # the user's file beside edgekit's fp32 .onnx, so the explanation compares the two
+            from edgekit.artifacts.artifact import load_artifact
             from edgekit.artifacts.foreign import ForeignOptions
 
-            extra = profile_artifacts([fp32_onnx.path, users], threads=1, progress=log,
-                                      foreign=ForeignOptions())  # fmt: skip
+            theirs = load_artifact(users, foreign=ForeignOptions())
+            extra = profile_artifacts([fp32_onnx.path, theirs], threads=1, progress=log)
         rows = []
         for profile in [*profiles, *extra[1:]]:
             ours = [layer.name for layer in sorted(profile.layers, key=lambda x: -x.ms)[:3]]

@@ -253,9 +253,8 @@ def test_builtin_int8_kernels_differ_between_arm_and_x86(export_digits):
     up to 4 output quantization steps (0.30) on most outputs, predictions nearly all equal.
     Phones run this path when XNNPACK is off; the emulated device is what catches it."""
     artifact = export_digits("tflite", "int8")
-    record = evaluate_artifact(
-        str(artifact.path), device="arm64-emu", limit=SAMPLES, device_options={"xnnpack": False}
-    )
+    builtin = get_device("arm64-emu", xnnpack=False)  # a device's options are the device's
+    record = evaluate_artifact(str(artifact.path), device=builtin, limit=SAMPLES)
     figures = record.versus_host
     assert record.label.endswith("-builtin") and record.runtime["kernels"] == "builtin"
     assert 0.0 < figures["max_abs_diff"] < 1.0, figures

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgekit.artifacts.artifact import Artifact, load_artifact
+from edgekit.artifacts.artifact import Artifact, as_artifact
 from edgekit.errors import EdgekitError
 from edgekit.targets import get_target
 from edgekit.targets.census import Census
@@ -73,7 +73,6 @@ def profile_artifacts(
     runs: int = 50,
     warmup: int = 10,
     protocol: Protocol | None = None,
-    foreign: Any = None,
     progress: Any = None,
     timed: dict[str, Any] | None = None,
 ) -> list[ArtifactProfile]:
@@ -83,9 +82,7 @@ def profile_artifacts(
     from edgekit.analysis.explain import explain_all
 
     say = progress or (lambda message: None)
-    loaded = [
-        a if isinstance(a, Artifact) else load_artifact(a, foreign=foreign) for a in artifacts
-    ]
+    loaded = [as_artifact(a) for a in artifacts]
     if timed is None:
         from edgekit.devices import DEFAULT_DEVICE
         from edgekit.measure.bench import bench_artifacts

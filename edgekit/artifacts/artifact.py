@@ -124,6 +124,12 @@ def validate_manifest(manifest: Any, where: str) -> None:
             raise UserInputError(f"{where}: {side}.quantization needs scale and zero_point")
 
 
+def as_artifact(item: str | Path | Artifact) -> Artifact:
+    """``item`` as an Artifact: one already loaded as it is, a path loaded with its manifest
+    (a file another tool made is described by the flags at the CLI's edge, ``load_artifact``)."""
+    return item if isinstance(item, Artifact) else load_artifact(item)
+
+
 def load_artifact(
     path: str | Path, verify_digest: bool = True, foreign: Any = None, manifest: dict | None = None
 ) -> Artifact:

@@ -28,8 +28,9 @@ from edgekit.cli.options import (
     ThreadsOption,
     WeightsOption,
     XnnpackOption,
-    device_options,
     parse_threads,
+    resolve_artifacts,
+    resolve_device,
     with_foreign_options,
 )
 from edgekit.devices import DEFAULT_DEVICE
@@ -74,17 +75,10 @@ def eval_command(
             f"\\[weights {result['digest'][:12]}]"
         )
         return
-    options = device_options(serial, cpu, xnnpack)
+    where = resolve_device(device, serial, cpu, xnnpack)
     records = [
-        evaluate_artifact(
-            str(path),
-            data=data,
-            device=device,
-            threads=threads,
-            device_options=options,
-            foreign=foreign,
-        )
-        for path in artifacts
+        evaluate_artifact(artifact, data=data, device=where, threads=threads)
+        for artifact in resolve_artifacts(artifacts, foreign)
     ]
     if as_json:
         print(json.dumps([record.to_dict() for record in records], indent=2))
@@ -127,20 +121,19 @@ def bench(
     protocol = Protocol(warmup=warmup, min_runs=min_runs, min_seconds=min_seconds, rounds=rounds,
                         sessions=sessions, session_gap_s=session_gap)  # fmt: skip
     guard = NoiseGuard(enabled=noise_guard)
-    options = device_options(serial, cpu, xnnpack)
+    where = resolve_device(device, serial, cpu, xnnpack)
+    loaded = resolve_artifacts(artifacts, foreign)
     records = []
     for count in parse_threads(threads):
         records += bench_artifacts(
-            list(artifacts),
-            device=device,
+            loaded,
+            device=where,
             threads=count,
             protocol=protocol,
             guard=guard,
             sample=None,
             baseline=baseline,
             timeout_s=timeout,
-            device_options=options,
-            foreign=foreign,
         )
     hints = _hints(records)
     for record in records:
@@ -243,7 +236,6 @@ def check(
             "check: give at least one bound (--max-drop, --min-agreement, --min-sqnr, "
             "--max-latency-regression, --max-arm-x86-diff)"
         )
-    options = device_options(serial, cpu, xnnpack)
     protocol = Protocol(rounds=rounds)
     results = []
     if len(paths) == 1 and paths[0].is_dir():
@@ -258,6 +250,7 @@ def check(
                                          across_machines, not recorded, protocol)  # fmt: skip
     else:
         accuracy_bounds = (max_drop, min_agreement, min_sqnr, max_arm_x86_diff)
+        where = resolve_device(device, serial, cpu, xnnpack)
         for path in paths:
             if max_latency_regression is not None:
                 if against == "last":
@@ -265,28 +258,21 @@ def check(
                         "--max-latency-regression on an artifact needs --against REFERENCE "
                         "(an artifact file), or give a run directory"
                     )
+                candidate, reference = resolve_artifacts([path, against], foreign)
                 gate = latency_regression(
-                    path,
-                    against,
+                    candidate,
+                    reference,
                     max_latency_regression,
-                    device=device,
+                    device=where,
                     threads=threads,
                     protocol=protocol,
                     guard=None,
-                    device_options=options,
-                    foreign=foreign,
                 )
                 results.append(gate)
             if all(bound is None for bound in accuracy_bounds):
                 continue
-            record = evaluate_artifact(
-                str(path),
-                data=data,
-                device=device,
-                threads=threads,
-                device_options=options,
-                foreign=foreign,
-            )
+            (artifact,) = resolve_artifacts([path], foreign)
+            record = evaluate_artifact(artifact, data=data, device=where, threads=threads)
             if max_arm_x86_diff is not None:
                 results.append(device_vs_host_gate(record, max_arm_x86_diff))
             results += accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)

@@ -134,6 +134,21 @@ def device_options(
     return {"serial": serial, "cpu": cpu, "xnnpack": xnnpack}
 
 
+def resolve_device(name: str, serial: str | None, cpu: str | None, xnnpack: bool | None) -> Any:
+    """The Device a command measures on, made once at the CLI's edge with its options."""
+    from edgekit.devices import get_device
+
+    return get_device(name, **device_options(serial, cpu, xnnpack))
+
+
+def resolve_artifacts(paths: Iterable[Path | str], foreign: Any) -> list[Any]:
+    """The Artifacts a command was given, loaded once at the CLI's edge: a file another tool
+    made is described from itself and the ``foreign`` flags."""
+    from edgekit.artifacts.artifact import load_artifact
+
+    return [load_artifact(path, foreign=foreign) for path in paths]
+
+
 # edgekit.artifacts.foreign.ForeignOptions, imported where used (the CLI starts fast)
 ForeignOptions = Any
 

@@ -11,7 +11,13 @@ from rich.table import Table
 
 from edgekit.cli.app import app
 from edgekit.cli.console import console, err_console
-from edgekit.cli.options import ArtifactsArgument, ForeignOptions, JsonOption, with_foreign_options
+from edgekit.cli.options import (
+    ArtifactsArgument,
+    ForeignOptions,
+    JsonOption,
+    resolve_artifacts,
+    with_foreign_options,
+)
 from edgekit.errors import UserInputError
 
 TOP = 10
@@ -38,7 +44,7 @@ def profile(
     if runs < 1 or threads < 1 or rounds < 2:
         raise UserInputError("profile: --runs and --threads must be >= 1, --rounds >= 2")
     profiles = profile_artifacts(
-        list(artifacts), threads, runs, protocol=Protocol(rounds=rounds), foreign=foreign,
+        resolve_artifacts(artifacts, foreign), threads, runs, protocol=Protocol(rounds=rounds),
         progress=None if as_json else lambda m: err_console.log(m),
     )  # fmt: skip
     if plot is not None:

@@ -59,6 +59,12 @@ def get_device(name: str, **options: Any) -> Any:
     return cls(**given)
 
 
+def as_device(device: Any) -> Any:
+    """``device`` as a Device: one already made (with its options) as it is, a name made with
+    none (``get_device(name, **options)`` at the CLI's edge for the rest)."""
+    return get_device(device) if isinstance(device, str) else device
+
+
 def parse_devices(text: str) -> list[str]:
     chosen = [part.strip() for part in text.split(",") if part.strip()]
     if not chosen:

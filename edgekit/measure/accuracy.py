@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.artifacts.artifact import Artifact, load_artifact
+from edgekit.artifacts.artifact import Artifact, as_artifact
 from edgekit.common.metrics import compare_outputs, device_vs_host
 from edgekit.common.stats import mcnemar_exact, paired_bootstrap_drop
-from edgekit.devices import DEFAULT_DEVICE, get_device
+from edgekit.devices import DEFAULT_DEVICE, as_device
 from edgekit.errors import DeviceUnavailable, UserInputError
 from edgekit.sources.data import Dataset, load_dataset
 from edgekit.sources.load import reload_model
@@ -184,9 +184,7 @@ def evaluate_artifact(
     limit: int | None = None,
     source: SourceModel | None = None,
     dataset: Dataset | None = None,
-    device_options: dict[str, Any] | None = None,
     host_logits: np.ndarray | None = None,
-    foreign: Any = None,
 ) -> AccuracyRecord:
     """Run the evaluation split through the artifact on ``device`` (a name or a Device) and
     through the baseline.
@@ -197,14 +195,14 @@ def evaluate_artifact(
     from edgekit.common.machine import fingerprint
     from edgekit.targets import runtime_versions
 
-    artifact = path if isinstance(path, Artifact) else load_artifact(path, foreign=foreign)
+    artifact = as_artifact(path)
     if not artifact.classifier:
         raise UserInputError(
             f"{artifact.path}: accuracy is out of scope: "
             f"{artifact.manifest['foreign']['not_a_classifier']} (edgekit bench still measures "
             "its latency)"
         )
-    where = get_device(device, **(device_options or {})) if isinstance(device, str) else device
+    where = as_device(device)
     reason = where.unavailable_reason(artifact)
     if reason:
         raise DeviceUnavailable(f"{artifact.path.name} on {where.name}: {reason}")

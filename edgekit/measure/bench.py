@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.artifacts.artifact import Artifact, load_artifact
+from edgekit.artifacts.artifact import Artifact, as_artifact
 from edgekit.common.machine import fingerprint
 from edgekit.common.stats import band_of, latency_summary
-from edgekit.devices import DEFAULT_DEVICE, get_device
+from edgekit.devices import DEFAULT_DEVICE, as_device, get_device
 from edgekit.errors import EdgekitError
 from edgekit.measure.interleave import Interleaved, interleave
 from edgekit.targets import runtime_versions
@@ -104,18 +104,14 @@ def bench_artifacts(
     sample: np.ndarray | None = None,
     baseline: bool = True,
     timeout_s: float = 600.0,
-    device_options: dict[str, Any] | None = None,
-    foreign: Any = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[LatencyRecord]:
     """Latency of ``artifacts`` on ``device`` and, where the device is the host's own, of each
     artifact's baseline, interleaved: every artifact's ``speedup`` is over its baseline, with
     ``speedup_ci``. Returns the artifacts' records, then the baselines'."""
     protocol, guard = protocol or Protocol(), guard or NoiseGuard()
-    where = get_device(device, **(device_options or {})) if isinstance(device, str) else device
-    loaded = [
-        a if isinstance(a, Artifact) else load_artifact(a, foreign=foreign) for a in artifacts
-    ]
+    where = as_device(device)
+    loaded = [as_artifact(a) for a in artifacts]
     records = [LatencyRecord.for_artifact(a, where.name, threads) for a in loaded]
     timers, timed = [], []
     probe: tuple[Artifact, LatencyRecord] | None = None
@@ -293,7 +289,6 @@ def bench_artifact(
     guard: NoiseGuard | None = None,
     sample: np.ndarray | None = None,
     timeout_s: float = 600.0,
-    device_options: dict[str, Any] | None = None,
 ) -> LatencyRecord:
     """One artifact alone (no baseline): its latency record."""
     return bench_artifacts(
@@ -305,5 +300,4 @@ def bench_artifact(
         sample=sample,
         baseline=False,
         timeout_s=timeout_s,
-        device_options=device_options,
     )[0]

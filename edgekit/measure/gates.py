@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from edgekit.artifacts.artifact import Artifact, load_artifact
+from edgekit.artifacts.artifact import Artifact, as_artifact
 from edgekit.common.budget import DropBudget
 from edgekit.common.stats import band_of, widen
-from edgekit.devices import DEFAULT_DEVICE, get_device
+from edgekit.devices import DEFAULT_DEVICE, as_device
 from edgekit.errors import UserInputError
 from edgekit.measure.accuracy import AccuracyRecord
 from edgekit.measure.bench import measure
@@ -167,12 +167,10 @@ def latency_regression(
     reference: str | Artifact,
     max_regression_pct: float,
     *,
-    device: str = DEFAULT_DEVICE,
+    device: str | Any = DEFAULT_DEVICE,
     threads: int = 1,
     protocol: Protocol | None = None,
     guard: NoiseGuard | None = None,
-    device_options: dict[str, Any] | None = None,
-    foreign: Any = None,
     synthetic_delay_ms: float | None = None,
 ) -> GateResult:
     """``candidate`` against ``reference``, interleaved with a second session of the reference
@@ -181,20 +179,15 @@ def latency_regression(
     ``synthetic_delay_ms`` slows the candidate by a known amount (the benchmarks use it)."""
     if max_regression_pct < 0:
         raise UserInputError(f"--max-latency-regression must be >= 0 %, got {max_regression_pct}")
-    new = (
-        candidate if isinstance(candidate, Artifact) else load_artifact(candidate, foreign=foreign)
-    )
-    old = (
-        reference if isinstance(reference, Artifact) else load_artifact(reference, foreign=foreign)
-    )
+    new, old = as_artifact(candidate), as_artifact(reference)
     if _input_shape(new) != _input_shape(old):
         raise UserInputError(
             f"{old.path}: its input {list(_input_shape(old))} is not the candidate's "
             f"{list(_input_shape(new))}: a latency ratio of different inputs means nothing"
         )
-    where = get_device(device, **(device_options or {}))
+    where = as_device(device)
     if not where.traits().latency_comparable:
-        raise UserInputError(f"--device {device}: its latency is not comparable ({where.name})")
+        raise UserInputError(f"--device {where.name}: its latency is not comparable")
     # one session: a gate's band is its own second session of the reference, and its rounds go
     # on while the answer is open, which a split into sessions planned up front would not follow
     protocol = replace(protocol or Protocol(rounds=20), sessions=1)
