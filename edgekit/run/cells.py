@@ -60,7 +60,8 @@ def export_one(
             )  # fmt: skip
             return aware.artifact, None
         export = cached_export if config.export_cache else export_artifact
-        result = export(source, dataset, target, recipe, out_dir, config.calibration_samples)
+        result = export(source, dataset, target, recipe, out_dir=out_dir,
+                        calibration_samples=config.calibration_samples)  # fmt: skip
         return result.artifact, None
     except EdgekitError as exc:
         return None, failed_row(target, recipe, None, None, exc, stage="export")
