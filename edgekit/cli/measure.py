@@ -251,27 +251,22 @@ def check(
     else:
         accuracy_bounds = (max_drop, min_agreement, min_sqnr, max_arm_x86_diff)
         where = resolve_device(device, serial, cpu, xnnpack)
-        for path in paths:
-            if max_latency_regression is not None:
-                if against == "last":
-                    raise UserInputError(
-                        "--max-latency-regression on an artifact needs --against REFERENCE "
-                        "(an artifact file), or give a run directory"
-                    )
-                candidate, reference = resolve_artifacts([path, against], foreign)
-                gate = latency_regression(
-                    candidate,
-                    reference,
-                    max_latency_regression,
-                    device=where,
-                    threads=threads,
-                    protocol=protocol,
-                    guard=None,
+        reference = None
+        if max_latency_regression is not None:
+            if against == "last":
+                raise UserInputError(
+                    "--max-latency-regression on an artifact needs --against REFERENCE "
+                    "(an artifact file), or give a run directory"
                 )
-                results.append(gate)
+            (reference,) = resolve_artifacts([against], foreign)  # once, for every candidate
+        for artifact in resolve_artifacts(paths, foreign):
+            if reference is not None:
+                results.append(latency_regression(
+                    artifact, reference, max_latency_regression, device=where, threads=threads,
+                    protocol=protocol, guard=None,
+                ))  # fmt: skip
             if all(bound is None for bound in accuracy_bounds):
                 continue
-            (artifact,) = resolve_artifacts([path], foreign)
             record = evaluate_artifact(artifact, data=data, device=where, threads=threads)
             if max_arm_x86_diff is not None:
                 results.append(device_vs_host_gate(record, max_arm_x86_diff))
