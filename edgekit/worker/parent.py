@@ -15,16 +15,13 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from edgekit.common.fileio import journal, temporary_directory
 from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
 from edgekit.worker.latency import Block, BlockTimer, Protocol
-
-if TYPE_CHECKING:
-    from edgekit.targets.manifest import Manifest
 
 ERROR_TYPES = {"DeviceUnavailable": DeviceUnavailable, "UserInputError": UserInputError}
 
@@ -133,7 +130,7 @@ def predict_in_child(
     session_options: dict[str, Any] | None = None,
     timeout_s: float = 900.0,
     crash_for_test: str | None = None,
-    manifest: Manifest | None = None,
+    manifest: dict[str, Any] | None = None,
     command: list[str] | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Logits of ``x`` (NCHW float32) from the artifact, computed in an isolated child
@@ -150,7 +147,7 @@ def predict_in_child(
             "input": str(inputs),
             "output": str(outputs),
             "crash_for_test": crash_for_test,
-            "manifest": None if manifest is None else manifest.to_dict(),  # the request is JSON
+            "manifest": manifest,
         }
         worker = WorkerProcess(request, timeout_s, command)
         try:
@@ -240,7 +237,7 @@ def artifact_timer(
         "warmup": protocol.warmup,
         "session_options": session_options or {},
         "synthetic_delay_ms": synthetic_delay_ms,
-        "manifest": artifact.manifest.to_dict(),  # the request is JSON
+        "manifest": artifact.manifest,
     }
     return WorkerTimer(artifact.label, request, sample, timeout_s, command)
 

@@ -14,7 +14,6 @@ import time
 
 import numpy as np
 
-from edgekit.targets.manifest import Manifest
 from edgekit.targets.session import Accelerator, random_inputs
 from edgekit.worker.loop import first_invoke_ms, timed_block, warm_up
 
@@ -51,10 +50,9 @@ def main() -> None:
     try:
         started = time.perf_counter()
         module = importlib.import_module(request["session_module"])
-        manifest = Manifest(request["manifest"])
         session = module.open_session(
             request["artifact"],
-            manifest,
+            request["manifest"],
             Accelerator(request["accelerator"]),
             request["threads"],
             **request.get("session_options", {}),
@@ -72,8 +70,9 @@ def main() -> None:
             np.save(request["output"], outputs)
             reply({"event": "done", "runtime": runtime, "shape": list(outputs.shape)})
             return
-        if not manifest.classifier:
-            staged = session.stage_raw(random_inputs(manifest.inputs))
+        manifest = request["manifest"]
+        if (manifest.get("foreign") or {}).get("classifier") is False:
+            staged = session.stage_raw(random_inputs(manifest["inputs"]))
         else:
             staged = session.stage(np.load(request["input"]))
         first_ms = first_invoke_ms(session.invoke, staged)
