@@ -13,6 +13,8 @@ work=$(mktemp -d)
 trap 'kill "${server:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
 NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet --site-dir "$work/site"
 port=$("$VENV/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# served, not opened as file://: Material drops its search box from a page it cannot serve search
+# to, and the picture should be the site `make docs` shows
 "$VENV/bin/python" -m http.server "$port" --bind 127.0.0.1 --directory "$work/site" \
   >"$work/server.log" 2>&1 &
 server=$!
