@@ -66,8 +66,8 @@ def artifacts(model: str, log=print) -> tuple[list[Artifact], object, object]:
                 found = load_artifact(path) if path.is_file() else None
                 if (
                     found is None
-                    or found.manifest["source"]["digest"] != source.digest
-                    or found.manifest["tool_versions"].get("edgekit") != __version__
+                    or getattr(found.manifest.source, "digest", None) != source.digest
+                    or found.manifest.tool_versions.get("edgekit") != __version__
                 ):
                     log(f"export {model} {target}/{recipe}")
                     found = export_artifact(

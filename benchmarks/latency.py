@@ -80,7 +80,7 @@ def pool(model: str, threads: int, log, protocol: Protocol = PROTOCOL) -> dict:
     for artifact in made:
         timers.append(device.timer(artifact, threads, sample, protocol, 600.0))
         records.append(LatencyRecord.for_artifact(artifact, "cpu", threads))
-    info = made[0].manifest["source"]
+    info = made[0].manifest.source.to_dict()
     timers.append(baseline_timer(info, threads, sample, protocol, 600.0, cuda=False))
     records.append(LatencyRecord("torch eager/fp32", "cpu", threads, "failed"))
     eager = len(records) - 1
@@ -113,12 +113,12 @@ def pool(model: str, threads: int, log, protocol: Protocol = PROTOCOL) -> dict:
             row.update(
                 target=artifact.target,
                 recipe=artifact.recipe,
-                coverage=artifact.manifest.get("coverage"),
-                export_warnings=artifact.manifest.get("warnings", []),
+                coverage=artifact.manifest.coverage,
+                export_warnings=artifact.manifest.warnings,
                 # the peak it divides by: the arithmetic its file computes in
                 arithmetic=arithmetic_of(
                     artifact.recipe,
-                    *shares_of(artifact.manifest.get("coverage"), artifact.manifest.get("audit")),
+                    *shares_of(artifact.manifest.coverage, artifact.manifest.audit),
                 ),
             )
             if record.status == "ok" and records[eager].status == "ok":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edgekit.targets.base import ExportRequest
+from edgekit.targets.base import ExportRequest, Manifest
 
 
 def export_raw(target, source, recipe: str, directory: Path, calibration=None, **options):
@@ -13,10 +13,12 @@ def export_raw(target, source, recipe: str, directory: Path, calibration=None, *
     io = options.get("io_dtype", "float32")
     path = directory / f"{source.name}-{recipe}-{io}.partial"
     info = target.export(ExportRequest(source, recipe, path, calibration=calibration, **options))
-    manifest = {
-        "input": info.input.to_dict(),
-        "output": info.output.to_dict(),
-        "recipe": recipe,
-        "details": info.details,
-    }
+    manifest = Manifest(
+        {
+            "input": info.input.to_dict(),
+            "output": info.output.to_dict(),
+            "recipe": recipe,
+            "details": info.details,
+        }
+    )
     return path, manifest, info

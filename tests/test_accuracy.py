@@ -39,9 +39,8 @@ def _damaged_copy(artifact, tmp_path):
             break
     damaged = tmp_path / "damaged.onnx"
     onnx.save(model, damaged)
-    manifest = dict(artifact.manifest)
-    manifest["file"] = {**manifest["file"], "sha256": sha256_file(damaged), "name": damaged.name}
-    manifest_path(damaged).write_text(json.dumps(manifest))
+    moved = {"size": damaged.stat().st_size, "sha256": sha256_file(damaged), "name": damaged.name}
+    manifest_path(damaged).write_text(json.dumps(artifact.manifest.replace(file=moved).to_dict()))
     return damaged
 
 

@@ -97,7 +97,7 @@ def test_float_islands_are_named_by_module_path(capsys, digits_model, digits_dat
 
     made = export_artifact(digits_model, digits_data, "tflite", "int8", out_dir=tmp_path,
                            keep_float=("block6.project",)).artifact  # fmt: skip
-    assert made.manifest["audit"]["passed"]  # asked for: not a reason at export
+    assert made.manifest.audit["passed"]  # asked for: not a reason at export
     result, [reason] = _audit(capsys, str(made.path), "--expect", "int8")
     assert result.code == 1
     assert "float islands (1): block6.project" in result.out
@@ -105,12 +105,12 @@ def test_float_islands_are_named_by_module_path(capsys, digits_model, digits_dat
 
 
 def test_export_audits_what_it_wrote(export_digits):
-    fp16 = export_digits("tflite", "fp16").manifest["audit"]
+    fp16 = export_digits("tflite", "fp16").manifest.audit
     assert fp16["looks_like"] == "fp16" and fp16["passed"]
     dynamic = export_digits("onnx", "int8-dynamic")
     # onnxruntime's dynamic quantization takes MatMul/Gemm only: the convolutions stay float
-    assert not dynamic.manifest["audit"]["passed"]
-    assert any("compute in float" in w for w in dynamic.manifest["warnings"])
+    assert not dynamic.manifest.audit["passed"]
+    assert any("compute in float" in w for w in dynamic.manifest.warnings)
 
 
 def test_a_third_party_zoo_file_is_described(capsys):

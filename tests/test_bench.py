@@ -34,7 +34,7 @@ def test_bench_an_onnx_artifact_on_the_cpu(export_digits):
     assert 0 < stats["min_ms"] <= stats["p50_ms"] <= stats["p90_ms"] <= stats["max_ms"]
     assert record.load_ms > 0 and record.first_ms > 0 and record.peak_rss_mb > 10
     assert len(record.rounds_ms) >= 6 and record.block_runs >= 1
-    assert record.size_bytes == artifact.manifest["file"]["size"]
+    assert record.size_bytes == artifact.manifest.file.size
     assert record.fingerprint["cpu_model"] and record.fingerprint["threads"] == 1
 
 

@@ -243,6 +243,7 @@ def test_a_node_loads_the_weights_file_the_driver_sent(tmp_path):
 
     from edgekit.cluster.shipping import localized, with_source_options
     from edgekit.sources.load import load_model, reload_model
+    from edgekit.targets.manifest import Manifest
 
     trained = tiny_cnn()
     with torch.no_grad():
@@ -259,5 +260,7 @@ def test_a_node_loads_the_weights_file_the_driver_sent(tmp_path):
     assert on_node.digest == source.digest
     assert Path(on_node.load_options["weights"]).read_bytes() == sent
     # the artifact that comes back names the driver's file, as a local run's manifest does
-    manifest = with_source_options({"source": on_node.to_manifest()}, model["load_options"])
-    assert manifest["source"]["load_options"]["weights"] == str(on_driver)
+    manifest = with_source_options(
+        Manifest({"source": on_node.to_manifest()}), model["load_options"]
+    )
+    assert manifest.source.load_options["weights"] == str(on_driver)

@@ -21,6 +21,7 @@ from cli_helpers import run_cli
 from edgekit.quantize.layers import find_layers
 from edgekit.targets import get_target
 from edgekit.targets.layermap import map_layers
+from edgekit.targets.manifest import Manifest
 
 SE, VIT, SHUFFLE = (
     "mapping_models:se_resnet",
@@ -193,7 +194,9 @@ def test_keep_float_takes_the_paths_quantize_debug_printed_on_every_target(capsy
         manifest = json.loads(result.out)["artifacts"][0]
         assert manifest["keep_float"] == kept
         # the file itself: exactly the kept layers' convs and linears compute in float
-        census = get_target(target).census(tmp_path / target / manifest["file"]["name"], manifest)
+        census = get_target(target).census(
+            tmp_path / target / manifest["file"]["name"], Manifest(manifest)
+        )
         mapping = map_layers([*kept, "b2.project", "head"], census)
         compute = {layer: {census.ops[i].compute for i in ops if census.ops[i].kind == "mac"}
                    for layer, ops in mapping.ops.items()}  # fmt: skip

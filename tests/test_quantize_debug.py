@@ -129,7 +129,7 @@ def test_max_drop_keeps_the_damaged_tensor_float(report, damaged, damaged_data, 
 
     manifest = result.artifact.manifest
     assert precision_label(manifest) == "int8 (2 layers float)"
-    recorded = manifest["accuracy_aware"]
+    recorded = manifest.accuracy_aware
     assert recorded["chosen_step"] == 1 and len(recorded["steps"]) == 2
     assert recorded["rule"].startswith("upper bound")
     assert result.artifact.path.parent == tmp_path and not (tmp_path / STEPS_DIR).exists()
@@ -138,9 +138,9 @@ def test_max_drop_keeps_the_damaged_tensor_float(report, damaged, damaged_data, 
     )
     assert on_disk["keep_float"] == [DAMAGED_LAYER, CONSUMER]
     # the file itself: exactly the two convolutions of the island run in float
-    coverage = manifest["coverage"]
+    coverage = manifest.coverage
     assert coverage["int8_ops"] == coverage["compute_ops"] - 2
-    _assert_recorded_float(target, manifest["details"])
+    _assert_recorded_float(target, manifest.details)
 
 
 def _assert_recorded_float(target: str, details: dict) -> None:

@@ -82,14 +82,12 @@ def manifest_case(export_digits, tmp_path_factory):
 def _read_artifact(path: Path) -> None:
     from edgekit.artifacts.artifact import load_artifact
     from edgekit.sources.preprocess import Preprocess
-    from edgekit.targets.session import TensorSpec
 
     artifact = load_artifact(path)
     assert artifact.label and artifact.size_bytes >= 0
-    TensorSpec.from_dict(artifact.manifest["input"])
-    TensorSpec.from_dict(artifact.manifest["output"])
-    if artifact.manifest["preprocessing"] is not None:  # null: a foreign non-classifier
-        Preprocess.from_dict(artifact.manifest["preprocessing"]).input_shape()
+    assert artifact.manifest.input.shape and artifact.manifest.output.shape
+    if artifact.manifest.preprocessing is not None:  # null: a foreign non-classifier
+        Preprocess.from_dict(artifact.manifest.preprocessing).input_shape()
 
 
 def test_any_mutated_manifest_is_read_or_refused_in_one_line(manifest_case):

@@ -16,7 +16,7 @@ from edgekit.common.metrics import compare_outputs
 from edgekit.errors import DeviceUnavailable, UnsupportedExport
 from edgekit.sources.source import SourceModel
 from edgekit.targets import get_target
-from edgekit.targets.base import ExportRequest
+from edgekit.targets.base import ExportRequest, Manifest
 from edgekit.targets.session import Accelerator
 
 pytestmark = pytest.mark.slow
@@ -139,7 +139,7 @@ def test_coverage_reports_a_portable_only_program_as_fallback(target, digits_mod
     path = tmp_path / "portable.pte"
     path.write_bytes(program.buffer)
 
-    coverage = target.coverage(path, {"recipe": "fp32"})
+    coverage = target.coverage(path, Manifest({"recipe": "fp32"}))
     assert coverage.fast_ops == 0 and coverage.fast_fraction == 0.0
     assert coverage.total_ops > 50
     assert {"aten::convolution", "aten::addmm"} <= set(coverage.fallback_ops)
@@ -252,7 +252,7 @@ def test_a_file_its_runtime_cannot_run_is_an_unsupported_export_not_an_internal_
         def open(self, *args, **kwargs):
             return Refusing()
 
-    manifest = {"target": "executorch", "recipe": "int8-dynamic"}
+    manifest = Manifest({"target": "executorch", "recipe": "int8-dynamic"})
     x = digits_model.example_input(2)
     said = r"executorch/int8-dynamic: .*does not run in its runtime \(RuntimeError: method->exe"
     with pytest.raises(UnsupportedExport, match=said):

@@ -291,16 +291,18 @@ def test_gpu_without_a_vulkan_driver_is_unavailable(artifacts):
         "import json, sys\n"
         "from edgekit.targets import get_target\n"
         "from edgekit.targets.session import Accelerator\n"
+        "from edgekit.targets.manifest import Manifest\n"
         "from edgekit.errors import DeviceUnavailable\n"
+        "manifest = Manifest(json.loads(sys.argv[2]))\n"
         "try:\n"
-        "    get_target('tflite').open(sys.argv[1], json.loads(sys.argv[2]), Accelerator.GPU)\n"
+        "    get_target('tflite').open(sys.argv[1], manifest, Accelerator.GPU)\n"
         "except DeviceUnavailable as exc:\n"
         "    print('UNAVAILABLE', exc)\n"
     )
     import json
 
     result = subprocess.run(
-        [sys.executable, "-c", script, str(path), json.dumps(manifest)],
+        [sys.executable, "-c", script, str(path), json.dumps(manifest.to_dict())],
         env={"VK_ICD_FILENAMES": "/nonexistent/icd.json", "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,

@@ -113,7 +113,8 @@ def profile_artifacts(
         placed = place(census, times)
         details[str(artifact.path)] = (census, placed)
         # one source model load per model, however many of its artifacts are profiled
-        key = json.dumps(artifact.manifest.get("source") or {}, sort_keys=True)
+        source = artifact.manifest.source
+        key = json.dumps({} if source is None else source.to_dict(), sort_keys=True)
         if key not in layer_names:
             layer_names[key] = source_layers(artifact)
         names = layer_names[key]
@@ -149,14 +150,14 @@ def profile_artifacts(
 def source_layers(artifact: Artifact) -> list[str]:
     """The conv/linear layers of the artifact's torch source (none for a foreign file or an
     ONNX source: then an op's module path is its layer)."""
-    source = artifact.manifest.get("source") or {}
-    if not source.get("spec") or source.get("framework", "torch") != "torch":
+    source = artifact.manifest.source
+    if source is None or not source.spec or source.framework != "torch":
         return []
     from edgekit.quantize.layers import find_layers
     from edgekit.sources.load import reload_model
 
     try:
-        return [layer.name for layer in find_layers(reload_model(source).module)]
+        return [layer.name for layer in find_layers(reload_model(source.to_dict()).module)]
     except Exception:  # a source that no longer loads: the op module paths still name layers
         return []
 

@@ -11,40 +11,45 @@ from edgekit.common.fileio import sha256_file
 from edgekit.common.schema import check_fields
 from edgekit.errors import UserInputError
 from edgekit.results import artifact_label
-
-SCHEMA_VERSION = 1
+from edgekit.targets.manifest import SCHEMA_VERSION, Manifest
 
 
 def manifest_path(artifact: Path) -> Path:
     return artifact.with_name(artifact.name + ".json")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Artifact:
+    """An exported model file and its manifest."""
+
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.manifest, Manifest):  # parsed JSON, checked by whoever read it
+            object.__setattr__(self, "manifest", Manifest(self.manifest))
 
     @property
     def foreign(self) -> bool:
         """Made by another tool: its manifest was inferred from the file, and it has no source
         model (so no baseline unless one is given)."""
-        return self.manifest.get("foreign") is not None
+        return self.manifest.is_foreign
 
     @property
     def classifier(self) -> bool:
-        return not self.foreign or bool(self.manifest["foreign"].get("classifier"))
+        return self.manifest.classifier
 
     @property
     def target(self) -> str:
-        return self.manifest["target"]
+        return self.manifest.target
 
     @property
     def recipe(self) -> str:
-        return self.manifest["recipe"]
+        return self.manifest.recipe
 
     @property
     def io_dtype(self) -> str:
-        return str(self.manifest["input"]["dtype"])
+        return self.manifest.input.dtype
 
     @property
     def label(self) -> str:
@@ -55,15 +60,16 @@ class Artifact:
     @property
     def assumed(self) -> list[str]:
         """What edgekit inferred about a foreign file, one line each (nothing for its own)."""
-        return list((self.manifest.get("foreign") or {}).get("inferred", []))
+        return self.manifest.assumed
 
     @property
     def model_name(self) -> str | None:
-        return (self.manifest.get("source") or {}).get("name")
+        source = self.manifest.source
+        return None if source is None else source.name
 
     @property
     def size_bytes(self) -> int:
-        return int(self.manifest["file"]["size"])
+        return self.manifest.file.size
 
 
 TENSOR = {
@@ -124,6 +130,12 @@ def validate_manifest(manifest: Any, where: str) -> None:
             raise UserInputError(f"{where}: {side}.quantization needs scale and zero_point")
 
 
+def read_manifest(payload: Any, where: str) -> Manifest:
+    """Parsed JSON checked field by field (one line naming ``where`` and the field)."""
+    validate_manifest(payload, where)
+    return Manifest(payload)
+
+
 def as_artifact(item: str | Path | Artifact) -> Artifact:
     """``item`` as an Artifact: one already loaded as it is, a path loaded with its manifest
     (a file another tool made is described by the flags at the CLI's edge, ``load_artifact``)."""
@@ -131,7 +143,10 @@ def as_artifact(item: str | Path | Artifact) -> Artifact:
 
 
 def load_artifact(
-    path: str | Path, verify_digest: bool = True, foreign: Any = None, manifest: dict | None = None
+    path: str | Path,
+    verify_digest: bool = True,
+    foreign: Any = None,
+    manifest: Manifest | dict | None = None,
 ) -> Artifact:
     """Open an artifact's manifest; without one (a file another tool made) describe the file
     itself, with ``foreign`` (``edgekit.artifacts.foreign.ForeignOptions``) for what it cannot
@@ -148,26 +163,26 @@ def load_artifact(
 
         return Artifact(path, describe_foreign(path, foreign))
     try:
-        manifest = json.loads(mpath.read_text())
+        payload = json.loads(mpath.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserInputError(f"{mpath}: manifest is not valid JSON ({exc})") from None
-    validate_manifest(manifest, str(mpath))
+    read = read_manifest(payload, str(mpath))
     from edgekit.targets import target_names
 
-    if manifest["target"] not in target_names():
+    if read.target not in target_names():
         raise UserInputError(
-            f"{mpath}: target '{manifest['target']}' is not one of {', '.join(target_names())}"
+            f"{mpath}: target '{read.target}' is not one of {', '.join(target_names())}"
         )
-    if manifest["file"]["size"] != path.stat().st_size:
+    if read.file.size != path.stat().st_size:
         raise UserInputError(
             f"{path}: file does not match its manifest ({path.stat().st_size} bytes, the "
-            f"manifest says {manifest['file']['size']}); it was modified after export"
+            f"manifest says {read.file.size}); it was modified after export"
         )
     if verify_digest:
         actual = sha256_file(path)
-        if actual != manifest["file"]["sha256"]:
+        if actual != read.file.sha256:
             raise UserInputError(
                 f"{path}: file does not match its manifest (sha256 {actual[:12]}..., "
-                f"manifest says {manifest['file']['sha256'][:12]}...); it was modified after export"
+                f"manifest says {read.file.sha256[:12]}...); it was modified after export"
             )
-    return Artifact(path, manifest)
+    return Artifact(path, read)

@@ -117,8 +117,8 @@ def export(
                 point_estimate=point_estimate,
             )  # fmt: skip
             if as_json:
-                print(json.dumps({"path": str(aware.artifact.path), **aware.artifact.manifest},
-                                 indent=2))  # fmt: skip
+                written = {"path": str(aware.artifact.path), **aware.artifact.manifest.to_dict()}
+                print(json.dumps(written, indent=2))
             else:
                 views.accuracy_aware(name, aware)
         return
@@ -144,7 +144,9 @@ def export(
             results.append(result)
     if as_json:
         payload = {
-            "artifacts": [{"path": str(r.artifact.path), **r.artifact.manifest} for r in results],
+            "artifacts": [
+                {"path": str(r.artifact.path), **r.artifact.manifest.to_dict()} for r in results
+            ],
             "unsupported": [{"target": t, "recipe": r, "reason": why} for t, r, why in failures],
         }
         print(json.dumps(payload, indent=2))

@@ -16,14 +16,14 @@ def exports(results: list[Any], failures: list[tuple[str, str, str]]) -> None:
     )
     for result in results:
         manifest = result.artifact.manifest
-        figures = manifest["validation"]
-        coverage = manifest["coverage"]
+        figures = manifest.validation or {}
+        coverage = manifest.coverage or {}
         int8 = coverage.get("int8_fraction")
-        audit = manifest.get("audit") or {}
+        audit = manifest.audit or {}
         verdict = audit.get("looks_like", "-") + ("" if audit.get("passed", True) else " [red]![/]")
         table.add_row(
             result.artifact.label,
-            f"{manifest['file']['size'] / 1024:.0f} KB",
+            f"{manifest.file.size / 1024:.0f} KB",
             f"{figures['sqnr_db']:.1f}",
             f"{figures['top1_agreement']:.3f}",
             f"{figures['max_abs_diff']:.2g}",

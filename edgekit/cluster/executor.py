@@ -301,7 +301,7 @@ def _land(result: dict, out_dir: Path) -> Artifact:
     path = Path(out_dir) / result["name"]
     data = result["data"] if "data" in result else Path(result["path"]).read_bytes()
     write_bytes_atomic(path, data)
-    write_json_atomic(manifest_path(path), result["manifest"])
+    write_json_atomic(manifest_path(path), result["manifest"].to_dict())
     return Artifact(path, result["manifest"])
 
 
@@ -367,11 +367,12 @@ def device_cell(config: dict, device: str, files: list[dict], model: dict | None
             path = folder / item["name"]
             path.write_bytes(item["data"] if "data" in item else Path(item["path"]).read_bytes())
             manifest = item["manifest"]
-            if weights is not None and manifest.get("source", {}).get("spec") == model["spec"]:
+            source_entry = manifest.source
+            if weights is not None and source_entry and source_entry.spec == model["spec"]:
                 # the pool's baseline loads the source from the manifest: the weights here
                 manifest = shipping.with_source_options(manifest, source.load_options)
             # the sidecar too: a runtime opened by path reads the manifest beside the file
-            write_json_atomic(manifest_path(path), manifest)
+            write_json_atomic(manifest_path(path), manifest.to_dict())
             artifacts.append(Artifact(path, manifest))
         dataset = None
         if source is not None:

@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 from edgekit.errors import EdgekitError, UserInputError
+from edgekit.targets.manifest import Manifest
 
 # code the nodes have already: edgekit (check_versions makes it the same release) and the
 # driver's own entry point
@@ -150,10 +151,10 @@ def localized(model: dict[str, Any], weights: bytes | None, folder: Path) -> dic
     return {**model, "load_options": {**options, "weights": str(path)}}
 
 
-def with_source_options(manifest: dict[str, Any], load_options: dict[str, Any]) -> dict[str, Any]:
+def with_source_options(manifest: Manifest, load_options: dict[str, Any]) -> Manifest:
     """A manifest whose source entry loads with ``load_options`` (the weights' path here, for
     a pool's baseline on a node; the driver's, for an artifact coming back)."""
-    source = manifest.get("source")
+    source = manifest.to_dict().get("source")
     if not source:
         return manifest
-    return {**manifest, "source": {**source, "load_options": dict(load_options)}}
+    return manifest.replace(source={**source, "load_options": dict(load_options)})

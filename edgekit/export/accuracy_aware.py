@@ -69,7 +69,7 @@ class AccuracyAwareResult:
 
     @property
     def keep_float(self) -> list[str]:
-        return list(self.artifact.manifest.get("keep_float", []))
+        return self.artifact.manifest.keep_float
 
 
 def _over(drop: float, high: float, budget: float, point_estimate: bool) -> bool:
@@ -203,8 +203,8 @@ def _export_step(
         if rejected is None:
             raise
         artifact = load_artifact(rejected)
-        artifact.manifest.setdefault("warnings", []).append(str(exc))
-        return artifact
+        warned = artifact.manifest.replace(warnings=[*artifact.manifest.warnings, str(exc)])
+        return Artifact(artifact.path, warned)
 
 
 def _measure(
@@ -227,9 +227,9 @@ def _measure(
         drop_ci=[float(v) for v in figures["drop_ci"]],
         sqnr_db=float(figures["sqnr_db"]),
         agreement=float(figures["agreement"]),
-        int8_fraction=(artifact.manifest.get("coverage") or {}).get("int8_fraction"),
+        int8_fraction=(artifact.manifest.coverage or {}).get("int8_fraction"),
         p50_ms=None,
-        validation_passed=bool(artifact.manifest["validation"]["passed"]),
+        validation_passed=bool((artifact.manifest.validation or {}).get("passed")),
         added=list(added),
     )
 
@@ -299,9 +299,7 @@ def _promote(
 ) -> Artifact:
     """Move the chosen step's file beside the others and record the loop in its manifest."""
     destination = out_dir / artifact.path.name
-    manifest = dict(artifact.manifest)
-    manifest["keep_float"] = list(steps[chosen].keep_float)
-    manifest["accuracy_aware"] = {
+    loop = {
         "max_drop_points": max_drop,
         "rule": DropBudget.of(max_drop, point_estimate).rule,
         "within_budget": within,
@@ -310,8 +308,12 @@ def _promote(
         "evaluation": evaluation,
         "steps": [asdict(step) for step in steps],
     }
-    manifest["file"] = {**manifest["file"], "name": destination.name}
+    manifest = artifact.manifest.replace(
+        keep_float=list(steps[chosen].keep_float),
+        accuracy_aware=loop,
+        file={**artifact.manifest.to_dict()["file"], "name": destination.name},
+    )
     os.replace(artifact.path, destination)
     manifest_path(artifact.path).unlink(missing_ok=True)
-    write_json_atomic(manifest_path(destination), manifest)
+    write_json_atomic(manifest_path(destination), manifest.to_dict())
     return Artifact(destination, manifest)

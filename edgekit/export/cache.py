@@ -29,6 +29,7 @@ from edgekit.quantize.calibration import DEFAULT_SAMPLES
 from edgekit.sources.data import Dataset
 from edgekit.sources.source import SourceModel
 from edgekit.targets import runtime_versions
+from edgekit.targets.manifest import Manifest
 
 MAX_BYTES = 2 << 30  # the store's size after pruning: a few ResNet-50 matrices
 ENTRY_FILE = "artifact.txt"  # the artifact's name, written last: an entry without it is partial
@@ -96,13 +97,13 @@ def store_dir() -> Path:
 
 def _copy_out(entry: Path, out_dir: Path, key: str) -> Artifact:
     name = (entry / ENTRY_FILE).read_text().strip()
-    manifest = json.loads(manifest_path(entry / name).read_text())
-    manifest["reused"] = {"export_cache": key, "made": manifest.get("created")}
+    stored = Manifest(json.loads(manifest_path(entry / name).read_text()))
+    manifest = stored.replace(reused={"export_cache": key, "made": stored.created})
     out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir / name
     with atomic_path(final) as partial:
         shutil.copyfile(entry / name, partial)
-    write_json_atomic(manifest_path(final), manifest)
+    write_json_atomic(manifest_path(final), manifest.to_dict())
     entry.touch()  # recently used: pruned last
     return Artifact(final, manifest)
 

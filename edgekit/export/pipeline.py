@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.artifacts.artifact import SCHEMA_VERSION, Artifact, manifest_path
+from edgekit.artifacts.artifact import Artifact, manifest_path
 from edgekit.common.fileio import ensure_writable_dir, journal, sha256_file, write_json_atomic
 from edgekit.common.machine import fingerprint
 from edgekit.common.metrics import compare_outputs
@@ -35,6 +35,7 @@ from edgekit.sources.data import Dataset
 from edgekit.sources.source import SourceModel
 from edgekit.targets import get_target, runtime_versions, suffix_of
 from edgekit.targets.base import Accelerator, ExportRequest
+from edgekit.targets.manifest import SCHEMA_VERSION, Manifest
 
 VALIDATION_SAMPLES = 200
 DEFAULT_OUTPUT_DIR = Path("edgekit-artifacts")
@@ -113,27 +114,28 @@ def export_artifact(
             raise UnsupportedExport(f"{target}/{recipe}: the exporter wrote no file")
         manifest = _manifest(source, target, recipe, calibration, info, partial)
         if exported_from is not source:
-            manifest["details"]["converted_from_onnx"] = exported_from.notes[len(source.notes) :]
-        manifest["keep_float"] = list(keep_float)
+            converted = exported_from.notes[len(source.notes) :]
+            manifest = manifest.replace(details={**info.details, "converted_from_onnx": converted})
+        manifest = manifest.replace(keep_float=list(keep_float))
         validation_x = dataset.evaluation.x[:validation_samples]
-        manifest["validation"] = _validate(plugin, partial, manifest, source, validation_x, spec)
+        validation = _validate(plugin, partial, manifest, source, validation_x, spec)
+        manifest = manifest.replace(validation=validation)
         coverage = plugin.coverage(partial, manifest)
-        manifest["coverage"] = coverage.to_dict()
-        manifest["transposes"] = coverage.transposes
+        manifest = manifest.replace(coverage=coverage.to_dict(), transposes=coverage.transposes)
         warnings = list(info.warnings) + _fallback_warnings(target, coverage)
         census = _census_of(plugin, partial, manifest)
-        manifest["audit"], audit_warnings = _audit(final, census, recipe, io_dtype, keep_float)
+        audit, audit_warnings = _audit(final, census, recipe, io_dtype, keep_float)
         warnings += audit_warnings
-        manifest["warnings"] = warnings
-        passed = manifest["validation"]["passed"]
+        passed = validation["passed"]
         destination = final if passed else final.with_name(final.name + ".rejected")
+        file_entry = {**manifest.to_dict()["file"], "name": destination.name}
+        manifest = manifest.replace(audit=audit, warnings=warnings, file=file_entry)
         os.replace(partial, destination)
-        manifest["file"]["name"] = destination.name
-        write_json_atomic(manifest_path(destination), manifest)
+        write_json_atomic(manifest_path(destination), manifest.to_dict())
     finally:
         partial.unlink(missing_ok=True)
     if not passed:
-        figures = manifest["validation"]
+        figures = validation
         raise ExportRejected(
             f"{destination}: validation failed against {source.name}: SQNR "
             f"{figures['sqnr_db']:.1f} dB (min {spec.tolerance.min_sqnr_db}), top-1 agreement "
@@ -171,33 +173,35 @@ def _manifest(
     calibration: CalibrationSet | None,
     info: Any,
     path: Path,
-) -> dict[str, Any]:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "target": target,
-        "recipe": recipe,
-        "file": {"name": path.name, "size": path.stat().st_size, "sha256": sha256_file(path)},
-        "input": info.input.to_dict(),
-        "output": info.output.to_dict(),
-        "preprocessing": source.preprocess.to_dict(),
-        "class_names": list(source.preprocess.class_names),
-        "source": source.to_manifest(),
-        "calibration": None
-        if calibration is None
-        else {
-            "dataset": calibration.dataset,
-            "digest": calibration.digest,
-            "size": calibration.size,
-        },
-        "details": info.details,
-        "tool_versions": tool_versions(runtime_versions()),
-        "fingerprint": fingerprint(versions=runtime_versions()),
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+) -> Manifest:
+    return Manifest(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "target": target,
+            "recipe": recipe,
+            "file": {"name": path.name, "size": path.stat().st_size, "sha256": sha256_file(path)},
+            "input": info.input.to_dict(),
+            "output": info.output.to_dict(),
+            "preprocessing": source.preprocess.to_dict(),
+            "class_names": list(source.preprocess.class_names),
+            "source": source.to_manifest(),
+            "calibration": None
+            if calibration is None
+            else {
+                "dataset": calibration.dataset,
+                "digest": calibration.digest,
+                "size": calibration.size,
+            },
+            "details": info.details,
+            "tool_versions": tool_versions(runtime_versions()),
+            "fingerprint": fingerprint(versions=runtime_versions()),
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+    )
 
 
 def _validate(
-    plugin: Any, path: Path, manifest: dict, source: SourceModel, x: np.ndarray, spec: Any
+    plugin: Any, path: Path, manifest: Manifest, source: SourceModel, x: np.ndarray, spec: Any
 ) -> dict[str, Any]:
     with quiet_native():  # the runtimes log their CPU probing and threadpool size on fd 2
         session = plugin.open(path, manifest, Accelerator.CPU, threads=1)
@@ -211,7 +215,7 @@ def _validate(
     except EdgekitError:
         raise
     except Exception as exc:  # the runtime cannot run what its own converter wrote
-        target, recipe = manifest.get("target", "?"), manifest.get("recipe", "?")
+        target, recipe = manifest.target, manifest.recipe
         raise UnsupportedExport(
             f"{target}/{recipe}: not supported for {source.name}: the exported file does not run "
             f"in its runtime ({type(exc).__name__}: {first_line(exc)})"
@@ -232,7 +236,7 @@ def _validate(
     return figures
 
 
-def _census_of(plugin: Any, path: Path, manifest: dict[str, Any]) -> Any:
+def _census_of(plugin: Any, path: Path, manifest: Manifest) -> Any:
     try:
         return plugin.census_for(path, manifest)  # the manifest gives a .pte its module paths
     except NotImplementedError:

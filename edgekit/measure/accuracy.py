@@ -154,23 +154,25 @@ def _changed_classes(
 
 def source_for(artifact: Artifact) -> SourceModel:
     """Reload the artifact's source model (the baseline) and check it is the one exported."""
-    source_info = artifact.manifest["source"]
+    source_info = artifact.manifest.source
+    if source_info is None:
+        raise UserInputError(f"{artifact.path}: its manifest names no source model")
     try:
-        source = reload_model(source_info)
+        source = reload_model(source_info.to_dict())
     except UserInputError as exc:
         raise UserInputError(
             f"{artifact.path}: cannot load its source model for the baseline ({exc})"
         ) from None
-    if source.digest != source_info["digest"]:
+    if source.digest != source_info.digest:
         raise UserInputError(
-            f"{artifact.path}: its source model {source_info['spec']} changed since export "
-            f"(digest {source.digest[:12]} vs {source_info['digest'][:12]}); re-export"
+            f"{artifact.path}: its source model {source_info.spec} changed since export "
+            f"(digest {source.digest[:12]} vs {source_info.digest[:12]}); re-export"
         )
     return source
 
 
 def dataset_for(artifact: Artifact, data: str) -> Dataset:
-    preprocess = Preprocess.from_dict(artifact.manifest["preprocessing"])
+    preprocess = Preprocess.from_dict(artifact.manifest.preprocessing)
     return load_dataset(data, preprocess)
 
 
@@ -199,7 +201,7 @@ def evaluate_artifact(
     if not artifact.classifier:
         raise UserInputError(
             f"{artifact.path}: accuracy is out of scope: "
-            f"{artifact.manifest['foreign']['not_a_classifier']} (edgekit bench still measures "
+            f"{artifact.manifest.not_a_classifier} (edgekit bench still measures "
             "its latency)"
         )
     where = as_device(device)
@@ -208,14 +210,15 @@ def evaluate_artifact(
         raise DeviceUnavailable(f"{artifact.path.name} on {where.name}: {reason}")
     if artifact.foreign:
         source = None
-    elif source is None or source.digest != artifact.manifest["source"]["digest"]:
+    elif source is None or source.digest != getattr(artifact.manifest.source, "digest", None):
         source = source_for(artifact)
     if dataset is None:
         dataset = dataset_for(artifact, data)
-    if dataset.num_classes != len(artifact.manifest["preprocessing"]["class_names"]):
+    classes = len(artifact.manifest.preprocessing["class_names"])
+    if dataset.num_classes != classes:
         raise UserInputError(
             f"{dataset.name}: dataset has {dataset.num_classes} classes, {artifact.path.name} "
-            f"has {len(artifact.manifest['preprocessing']['class_names'])} outputs"
+            f"has {classes} outputs"
         )
     split = dataset.evaluation
     x, y = (split.x, split.y) if limit is None else (split.x[:limit], split.y[:limit])

@@ -173,6 +173,12 @@ class BaselineSessions:
         return list(zip(self.timers, records, strict=True))
 
 
+def _source_key(artifact: Artifact) -> str | None:
+    """Which source model an artifact came from (its baseline); None: none to time."""
+    source = artifact.manifest.source
+    return None if source is None or not source.spec else f"{source.spec}|{source.digest}"
+
+
 def _baselines(
     loaded: list[Artifact],
     where: Any,
@@ -193,10 +199,10 @@ def _baselines(
         return {}
     baselines: dict[str, BaselineSessions] = {}
     for artifact in loaded:
-        source = artifact.manifest.get("source") or {}
-        key = f"{source.get('spec')}|{source.get('digest')}"
-        if key in baselines or not source.get("spec"):
+        key = _source_key(artifact)
+        if key in baselines or key is None:
             continue
+        source = artifact.manifest.source.to_dict()
         timers: list[BlockTimer] = []
         try:
             for _ in range(BASELINE_SESSIONS):
@@ -242,8 +248,7 @@ def _speedups(
     side_of = {id(record): side for side, record in enumerate(timed)}
     bands = {key: _pool_sessions(result, sessions, side_of) for key, sessions in baselines.items()}
     for artifact, record in zip(loaded, records, strict=True):
-        source = artifact.manifest.get("source") or {}
-        key = f"{source.get('spec')}|{source.get('digest')}"
+        key = _source_key(artifact)
         entry = baselines.get(key)
         if entry is None or record.status != "ok" or entry.record.status != "ok":
             continue

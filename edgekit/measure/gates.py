@@ -159,7 +159,7 @@ def run_accuracy_gates(
 
 
 def _input_shape(artifact: Artifact) -> tuple[int, ...]:
-    return tuple(artifact.manifest["input"]["shape"])
+    return tuple(artifact.manifest.input.shape)
 
 
 def latency_regression(

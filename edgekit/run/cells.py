@@ -85,7 +85,7 @@ def export_all(
             artifact, failed = export_one(config, source, dataset, target, recipe, out_dir)
             if timings is not None:
                 # a copy from the export cache takes no converter time: said beside the time
-                reused = artifact is not None and "reused" in artifact.manifest
+                reused = artifact is not None and artifact.manifest.reused is not None
                 timings.append(export_timing(config.model, target, recipe, started, reused))
             if artifact is not None:
                 exported.append(artifact)
@@ -243,15 +243,15 @@ def describe_artifact(row: Row, artifact: Artifact) -> None:
     if row.accuracy and "artifact" in row.accuracy:
         # where the file lies in the run directory, not where a pool (or node) evaluated it
         row.accuracy = {**row.accuracy, "artifact": row.artifact}
-    row.size_bytes = manifest["file"]["size"]
-    row.validation = manifest.get("validation")
-    row.coverage = manifest.get("coverage")
-    row.export_warnings = list(manifest.get("warnings", []))
-    row.io_dtype = manifest["input"]["dtype"]
-    row.keep_float = list(manifest.get("keep_float", []))
-    row.accuracy_aware = manifest.get("accuracy_aware")
+    row.size_bytes = manifest.file.size
+    row.validation = manifest.validation
+    row.coverage = manifest.coverage
+    row.export_warnings = manifest.warnings
+    row.io_dtype = manifest.input.dtype
+    row.keep_float = manifest.keep_float
+    row.accuracy_aware = manifest.accuracy_aware
     row.assumed = artifact.assumed
-    row.audit = manifest.get("audit")
+    row.audit = manifest.audit
 
 
 def failed_row(

@@ -127,8 +127,8 @@ class Subject:
                     "digest": self.source.digest, "load_options": self.source.load_options,
                     "macs": macs}  # fmt: skip
         manifest = self.given.manifest
-        return {"spec": self.spec, "name": self.name, "digest": manifest["file"]["sha256"],
-                "load_options": {}, "foreign": manifest["foreign"], "macs": macs}  # fmt: skip
+        return {"spec": self.spec, "name": self.name, "digest": manifest.file.sha256,
+                "load_options": {}, "foreign": manifest.foreign, "macs": macs}  # fmt: skip
 
     def data_info(self) -> dict[str, Any]:
         return {

@@ -16,6 +16,7 @@ import numpy as np
 from edgekit.sources.source import SourceModel
 from edgekit.targets import add_target, register
 from edgekit.targets.census import Census
+from edgekit.targets.manifest import Manifest
 from edgekit.targets.profiling import OpTimes
 from edgekit.targets.session import Accelerator, Session, TensorSpec
 
@@ -29,6 +30,7 @@ __all__ = [
     "ExportRequest",
     "FileFacts",
     "LayerErrors",
+    "Manifest",
     "OfficialRunner",
     "OpTimes",
     "Session",
@@ -154,7 +156,7 @@ class Target:
     def open(
         self,
         path: Path,
-        manifest: dict[str, Any],
+        manifest: Manifest,
         accelerator: Accelerator = Accelerator.CPU,
         threads: int = 1,
         **options: Any,
@@ -165,7 +167,7 @@ class Target:
         module = importlib.import_module(self.session_module)
         return module.open_session(Path(path), manifest, accelerator, threads, **options)
 
-    def coverage(self, path: Path, manifest: dict[str, Any]) -> Coverage:
+    def coverage(self, path: Path, manifest: Manifest) -> Coverage:
         raise NotImplementedError
 
     def describe(self, path: Path) -> FileFacts:
@@ -185,13 +187,13 @@ class Target:
         """A source this target loaded, as a model ``target`` exports (its frameworks)."""
         raise NotImplementedError(f"{self.name}: cannot convert its source for {target}")
 
-    def census(self, path: Path, manifest: dict[str, Any] | None = None) -> Census:
+    def census(self, path: Path, manifest: Manifest | None = None) -> Census:
         """Every op of the file with its compute dtype, weights, MACs and placement; the
         manifest edgekit wrote beside it (None: the file alone) may add what the format does
         not keep (a .pte's module paths)."""
         raise NotImplementedError(f"{self.name}: no op census for this format")
 
-    def census_for(self, path: Path, manifest: dict[str, Any] | None = None) -> Census:
+    def census_for(self, path: Path, manifest: Manifest | None = None) -> Census:
         """``census`` with the manifest, unless the target (a plugin written before the
         argument) takes the file alone."""
         import inspect
@@ -201,7 +203,7 @@ class Target:
         return self.census(path)
 
     def profile(
-        self, path: Path, manifest: dict[str, Any], threads: int, runs: int, warmup: int
+        self, path: Path, manifest: Manifest, threads: int, runs: int, warmup: int
     ) -> OpTimes:
         """Per-op times from the runtime's own profiler, on the host CPU."""
         raise NotImplementedError(f"{self.name}: no per-op profiler for this format")

@@ -61,13 +61,13 @@ def _artifact_runnable(request: dict[str, Any]) -> Runnable:
     if not artifact.classifier:  # no image input: random tensors of the file's own specs
         from edgekit.targets.session import random_inputs
 
-        staged = session.stage_raw(random_inputs(artifact.manifest["inputs"]))
+        staged = session.stage_raw(random_inputs(artifact.manifest.inputs))
         return Runnable(session.invoke, staged, dict(session.info), close=session.close)
     sample = np.load(request["input"]) if request.get("input") else None
     if sample is None:
         from edgekit.sources.preprocess import Preprocess
 
-        pre = Preprocess.from_dict(artifact.manifest["preprocessing"])
+        pre = Preprocess.from_dict(artifact.manifest.preprocessing)
         sample = np.random.default_rng(0).standard_normal(pre.input_shape()).astype(np.float32)
     return Runnable(session.invoke, session.stage(sample), dict(session.info), close=session.close)
 

@@ -15,13 +15,16 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from edgekit.common.fileio import journal, temporary_directory
 from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
 from edgekit.worker.latency import Block, BlockTimer, Protocol
+
+if TYPE_CHECKING:
+    from edgekit.targets.manifest import Manifest
 
 ERROR_TYPES = {"DeviceUnavailable": DeviceUnavailable, "UserInputError": UserInputError}
 
@@ -130,7 +133,7 @@ def predict_in_child(
     session_options: dict[str, Any] | None = None,
     timeout_s: float = 900.0,
     crash_for_test: str | None = None,
-    manifest: dict[str, Any] | None = None,
+    manifest: Manifest | None = None,
     command: list[str] | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Logits of ``x`` (NCHW float32) from the artifact, computed in an isolated child
@@ -147,7 +150,7 @@ def predict_in_child(
             "input": str(inputs),
             "output": str(outputs),
             "crash_for_test": crash_for_test,
-            "manifest": manifest,
+            "manifest": None if manifest is None else manifest.to_dict(),  # the request is JSON
         }
         worker = WorkerProcess(request, timeout_s, command)
         try:
@@ -237,7 +240,7 @@ def artifact_timer(
         "warmup": protocol.warmup,
         "session_options": session_options or {},
         "synthetic_delay_ms": synthetic_delay_ms,
-        "manifest": artifact.manifest,
+        "manifest": artifact.manifest.to_dict(),  # the request is JSON
     }
     return WorkerTimer(artifact.label, request, sample, timeout_s, command)
 

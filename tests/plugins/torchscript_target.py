@@ -14,6 +14,7 @@ from edgekit.targets.base import (
     Coverage,
     ExportInfo,
     ExportRequest,
+    Manifest,
     Session,
     Target,
     TensorSpec,
@@ -47,7 +48,7 @@ class TorchScriptTarget(Target):
             {"exporter": f"torch.jit.trace (torch {torch.__version__})"},
         )
 
-    def coverage(self, path: Path, manifest: dict[str, Any]) -> Coverage:
+    def coverage(self, path: Path, manifest: Manifest) -> Coverage:
         return Coverage(total_ops=1, fast_ops=1, fallback_ops=[], transposes=0, summary="jit")
 
 
@@ -75,6 +76,6 @@ class TorchScriptSession(Session):
 
 
 def open_session(
-    path: Path, manifest: dict, accelerator: Accelerator, threads: int = 1, **options: Any
+    path: Path, manifest: Manifest, accelerator: Accelerator, threads: int = 1, **options: Any
 ) -> Session:
     return TorchScriptSession(Path(path), threads)

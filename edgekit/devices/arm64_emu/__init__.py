@@ -141,7 +141,7 @@ class Arm64EmuDevice(Device):
         if sample is None and artifact.classifier:
             from edgekit.sources.preprocess import Preprocess
 
-            shape = Preprocess.from_dict(artifact.manifest["preprocessing"]).input_shape()
+            shape = Preprocess.from_dict(artifact.manifest.preprocessing).input_shape()
             sample = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
         tree = scratch_dir()
         script_dir = guest_tree(target.session_module, Path(tree.name) / "tree").parent

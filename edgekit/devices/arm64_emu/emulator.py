@@ -277,6 +277,7 @@ GUEST_MODULES = (
     "edgekit.common.quiet",
     "edgekit.worker.loop",
     "edgekit.targets.session",
+    "edgekit.targets.manifest",
 )
 
 
@@ -323,7 +324,7 @@ def request_for(artifact: Any, session_module: str, threads: int, options: dict)
     return {
         "session_module": session_module,
         "artifact": str(Path(artifact.path).resolve()),
-        "manifest": artifact.manifest,
+        "manifest": artifact.manifest.to_dict(),
         "accelerator": "cpu-kernels",
         "threads": threads,
         "session_options": options,

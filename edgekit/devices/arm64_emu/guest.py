@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from edgekit.targets.manifest import Manifest
 from edgekit.targets.session import Accelerator, random_inputs
 from edgekit.worker.loop import first_invoke_ms, timed_block, warm_up
 
@@ -50,9 +51,10 @@ def main() -> None:
     try:
         started = time.perf_counter()
         module = importlib.import_module(request["session_module"])
+        manifest = Manifest(request["manifest"])
         session = module.open_session(
             request["artifact"],
-            request["manifest"],
+            manifest,
             Accelerator(request["accelerator"]),
             request["threads"],
             **request.get("session_options", {}),
@@ -70,9 +72,8 @@ def main() -> None:
             np.save(request["output"], outputs)
             reply({"event": "done", "runtime": runtime, "shape": list(outputs.shape)})
             return
-        manifest = request["manifest"]
-        if (manifest.get("foreign") or {}).get("classifier") is False:
-            staged = session.stage_raw(random_inputs(manifest["inputs"]))
+        if not manifest.classifier:
+            staged = session.stage_raw(random_inputs(manifest.inputs))
         else:
             staged = session.stage(np.load(request["input"]))
         first_ms = first_invoke_ms(session.invoke, staged)

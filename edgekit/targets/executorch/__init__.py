@@ -21,6 +21,7 @@ from edgekit.targets.base import (
     Target,
     TensorSpec,
 )
+from edgekit.targets.manifest import Manifest
 
 if TYPE_CHECKING:
     import numpy as np
@@ -72,7 +73,7 @@ class ExecuTorchTarget(Target):
     def open(
         self,
         path: Path,
-        manifest: dict[str, Any],
+        manifest: Manifest,
         accelerator: Accelerator = Accelerator.CPU,
         threads: int = 1,
         **options: Any,
@@ -82,7 +83,7 @@ class ExecuTorchTarget(Target):
         quiet_library_noise()
         return super().open(path, manifest, accelerator, threads, **options)
 
-    def coverage(self, path: Path, manifest: dict[str, Any]) -> Coverage:
+    def coverage(self, path: Path, manifest: Manifest) -> Coverage:
         from edgekit.targets.executorch.convert import quiet_library_noise
         from edgekit.targets.executorch.coverage import coverage
 
@@ -101,13 +102,13 @@ class ExecuTorchTarget(Target):
 
         return describe(Path(path))
 
-    def census(self, path: Path, manifest: dict[str, Any] | None = None) -> Census:
+    def census(self, path: Path, manifest: Manifest | None = None) -> Census:
         from edgekit.targets.executorch.census import census
 
         return census(Path(path), manifest)
 
     def profile(
-        self, path: Path, manifest: dict[str, Any], threads: int, runs: int, warmup: int
+        self, path: Path, manifest: Manifest, threads: int, runs: int, warmup: int
     ) -> OpTimes:
         from edgekit.targets.executorch.profile import profile
 

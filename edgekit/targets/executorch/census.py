@@ -22,6 +22,7 @@ from edgekit.targets.executorch.coverage import (
 )
 from edgekit.targets.executorch.debug_handles import module_of_handles
 from edgekit.targets.executorch.describe import describe
+from edgekit.targets.manifest import Manifest
 
 XNN_MAC = {"XNNConv2d", "XNNDepthwiseConv2d", "XNNConvTranspose2d", "XNNFullyConnected",
            "XNNBatchMatrixMultiply"}  # fmt: skip
@@ -50,7 +51,7 @@ HALF = 5
 Key = tuple[Any, ...]  # ("v", plan value index) or ("x", delegate number, XNNPACK value id)
 
 
-def census(path: Path, manifest: dict[str, Any] | None = None) -> Census:
+def census(path: Path, manifest: Manifest | None = None) -> Census:
     """Every op of ``path``'s ``forward`` method in execution order, with module paths where
     ``manifest`` (edgekit's, from the export) has them; UserInputError if the file is not a
     readable ExecuTorch program."""
@@ -67,7 +68,7 @@ def census(path: Path, manifest: dict[str, Any] | None = None) -> Census:
         raise UserInputError(f"{path}: not a readable .pte ({first_line(exc)})") from None
     plans = {plan.name: plan for plan in program.execution_plan}
     plan = plans.get("forward", program.execution_plan[0])
-    details = (manifest or {}).get("details") or {}
+    details = {} if manifest is None else manifest.details
     walk = _Walk(program, plan, details.get("debug_handles"), details.get("instruction_handles"))
     walk.run()
     notes = [

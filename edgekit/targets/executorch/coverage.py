@@ -15,6 +15,7 @@ from typing import Any
 
 from edgekit.common.fileio import temporary_directory
 from edgekit.targets.base import Coverage
+from edgekit.targets.manifest import Manifest
 
 XNNPACK_BACKEND = "XnnpackBackend"
 
@@ -49,7 +50,7 @@ PORTABLE_COMPUTE_OPS = {
 }
 
 
-def coverage(path: Path, manifest: dict[str, Any]) -> Coverage:
+def coverage(path: Path, manifest: Manifest) -> Coverage:
     from executorch.exir._serialize._program import deserialize_pte_binary
     from executorch.exir.schema import DelegateCall, KernelCall
 
@@ -91,7 +92,7 @@ def coverage(path: Path, manifest: dict[str, Any]) -> Coverage:
 
     compute_ops += sum(1 for name in kernels if name in PORTABLE_COMPUTE_OPS)
     transposes = sum(1 for name in kernels if name == "aten::permute_copy")
-    recipe = str(manifest.get("recipe", ""))
+    recipe = manifest.recipe
     quantized = recipe.startswith("int8") or int8_ops > 0
     fallback = sorted(set(kernels))
     summary = _coverage_summary(
@@ -200,9 +201,9 @@ def _coverage_summary(
     return "; ".join(parts)
 
 
-def _details_note(manifest: dict[str, Any], quantized: bool) -> str:
+def _details_note(manifest: Manifest, quantized: bool) -> str:
     """Export-time counts from the manifest (the file does not keep the torch graph)."""
-    details = manifest.get("details") or {}
+    details = manifest.details
     if "delegated_nodes" not in details:
         return ""
     note = f"; export-time (manifest details): {details['delegated_nodes']} edge nodes delegated"

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from edgekit.common.fileio import temporary_directory
 from edgekit.errors import UserInputError, first_line
+from edgekit.targets.manifest import Manifest
 from edgekit.targets.profiling import Event, OpTimes
 from edgekit.targets.session import random_inputs
 
@@ -25,7 +25,7 @@ FRAME_EVENTS = {
 }
 
 
-def profile(path: Path, manifest: dict[str, Any], threads: int, runs: int, warmup: int) -> OpTimes:
+def profile(path: Path, manifest: Manifest, threads: int, runs: int, warmup: int) -> OpTimes:
     import torch
     from executorch.devtools import Inspector
     from executorch.extension.pybindings import portable_lib
@@ -35,7 +35,7 @@ def profile(path: Path, manifest: dict[str, Any], threads: int, runs: int, warmu
 
     quiet_library_noise()
     set_threads(threads)
-    specs = manifest.get("inputs") or [manifest["input"]]
+    specs = manifest.inputs
     inputs = [torch.from_numpy(x) for x in random_inputs(specs)]
     with temporary_directory("edgekit-etdump-") as work:
         try:

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from edgekit.errors import DeviceUnavailable, UserInputError, first_line
-from edgekit.targets.session import Accelerator, Session, TensorSpec
+from edgekit.targets.manifest import Manifest
+from edgekit.targets.session import Accelerator, Session
 
 # sessions whose XNNPACK runtime shares the process-wide threadpool (see set_threads)
 _OPEN_SESSIONS: weakref.WeakSet = weakref.WeakSet()
@@ -51,7 +52,7 @@ def registered_backends() -> list[str]:
 class HostSession(Session):
     """``executorch.runtime`` (pybindings, XNNPACK built in)."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any], threads: int) -> None:
+    def __init__(self, path: Path, manifest: Manifest, threads: int) -> None:
         import torch
         from executorch.runtime import Runtime, Verification
 
@@ -65,9 +66,9 @@ class HostSession(Session):
         except Exception as exc:  # the pybindings raise RuntimeError for a bad program
             raise UserInputError(f"{path}: ExecuTorch cannot load it ({first_line(exc)})") from None
         self._program = program
-        spec = TensorSpec.from_dict(manifest["input"])
+        spec = manifest.input
         self._dtype = getattr(torch, spec.dtype)
-        calls = (manifest.get("details") or {}).get("delegate_calls")
+        calls = manifest.details.get("delegate_calls")
         self.info = {
             "runtime": "executorch.runtime (pybindings)",
             "delegate": "XNNPACK",
@@ -108,12 +109,12 @@ class HostSession(Session):
 class NumpyRuntimeSession(Session):
     """``executorch_numpy_runtime``: the torch-free runtime the arm64 guest has."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any], threads: int) -> None:
+    def __init__(self, path: Path, manifest: Manifest, threads: int) -> None:
         import executorch_numpy_runtime as etnr
 
         program = etnr.Runtime.get().load_program(str(path))
         self._method = program.load_method("forward")
-        self._dtype = np.dtype(TensorSpec.from_dict(manifest["input"]).dtype)
+        self._dtype = np.dtype(manifest.input.dtype)
         info = etnr.runtime_info()
         self.info = {
             "runtime": (
@@ -140,7 +141,7 @@ class NumpyRuntimeSession(Session):
 
 def open_session(
     path: Path,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     accelerator: Accelerator = Accelerator.CPU,
     threads: int = 1,
     **options: Any,

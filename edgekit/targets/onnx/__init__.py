@@ -24,6 +24,7 @@ from edgekit.targets.base import (
     Target,
     TensorSpec,
 )
+from edgekit.targets.manifest import Manifest
 
 if TYPE_CHECKING:
     import numpy as np
@@ -105,7 +106,7 @@ class OnnxTarget(Target):
             warnings=warn,
         )
 
-    def coverage(self, path: Path, manifest: dict[str, Any]) -> Coverage:
+    def coverage(self, path: Path, manifest: Manifest) -> Coverage:
         from edgekit.targets.onnx.coverage import coverage
 
         return coverage(Path(path), manifest)
@@ -136,13 +137,13 @@ class OnnxTarget(Target):
 
         return as_torch(source, target)
 
-    def census(self, path: Path, manifest: dict[str, Any] | None = None) -> Census:
+    def census(self, path: Path, manifest: Manifest | None = None) -> Census:
         from edgekit.targets.onnx.census import census
 
         return census(Path(path))
 
     def profile(
-        self, path: Path, manifest: dict[str, Any], threads: int, runs: int, warmup: int
+        self, path: Path, manifest: Manifest, threads: int, runs: int, warmup: int
     ) -> OpTimes:
         from edgekit.targets.onnx.profile import profile
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from edgekit.common.fileio import temporary_directory
 from edgekit.targets.base import Coverage
+from edgekit.targets.manifest import Manifest
 from edgekit.targets.onnx.session import create_session, providers, session_options
 from edgekit.targets.session import Accelerator
 
@@ -46,7 +47,7 @@ class RuntimeGraph:
     placement: dict[str, str]  # node name -> execution provider (from the profile)
 
 
-def coverage(path: Path, manifest: dict[str, Any]) -> Coverage:
+def coverage(path: Path, manifest: Manifest) -> Coverage:
     """What onnxruntime actually runs: the optimized graph (fusions included) and where each
     node is placed, from one profiled inference of a session that saves its optimized model."""
     import onnx

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from edgekit.common.fileio import temporary_directory
+from edgekit.targets.manifest import Manifest
 from edgekit.targets.onnx.session import CPU_PROVIDER, create_session, session_options
 from edgekit.targets.profiling import Event, OpTimes
 from edgekit.targets.session import random_inputs
 
 
-def profile(path: Path, manifest: dict[str, Any], threads: int, runs: int, warmup: int) -> OpTimes:
+def profile(path: Path, manifest: Manifest, threads: int, runs: int, warmup: int) -> OpTimes:
     import onnxruntime as ort
 
     with temporary_directory("edgekit-onnx-profile-") as work:

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from edgekit.errors import DeviceUnavailable, UserInputError, first_line
-from edgekit.targets.session import Accelerator, Session, TensorSpec, dequantize, stage_input
+from edgekit.targets.manifest import Manifest
+from edgekit.targets.session import Accelerator, Session, dequantize, stage_input
 
 # The GPU providers onnxruntime-gpu offers, in order of preference (CUDA first: TensorRT builds
 # engines for minutes on the first run).
@@ -80,7 +81,7 @@ class OnnxSession(Session):
     def __init__(
         self,
         path: Path,
-        manifest: dict[str, Any],
+        manifest: Manifest,
         accelerator: Accelerator,
         threads: int,
         provider: str | None = None,
@@ -89,8 +90,8 @@ class OnnxSession(Session):
 
         chosen = providers(accelerator, provider)
         self._session = create_session(path, session_options(threads), chosen)
-        self._input_spec = TensorSpec.from_dict(manifest["input"])
-        self._output_spec = TensorSpec.from_dict(manifest["output"])
+        self._input_spec = manifest.input
+        self._output_spec = manifest.output
         self._input_name = self._input_spec.name or self._session.get_inputs()[0].name
         self._output_names = [self._output_spec.name or self._session.get_outputs()[0].name]
         placed = self._session.get_providers()
@@ -126,7 +127,7 @@ class OnnxSession(Session):
 
 def open_session(
     path: Path,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     accelerator: Accelerator = Accelerator.CPU,
     threads: int = 1,
     **options: Any,

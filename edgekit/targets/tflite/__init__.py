@@ -28,6 +28,7 @@ from edgekit.targets.base import (
     OpTimes,
     Target,
 )
+from edgekit.targets.manifest import Manifest
 
 if TYPE_CHECKING:
     import numpy as np
@@ -128,7 +129,7 @@ class TFLiteTarget(Target):
                 f"{request.source.name}: {type(exc).__name__}: {first_line(exc, 300)}"
             ) from exc
 
-    def coverage(self, path: Path, manifest: dict[str, Any]) -> Coverage:
+    def coverage(self, path: Path, manifest: Manifest) -> Coverage:
         from edgekit.targets.tflite.coverage import coverage
 
         return coverage(Path(path), manifest)
@@ -145,13 +146,13 @@ class TFLiteTarget(Target):
 
         return describe(Path(path))
 
-    def census(self, path: Path, manifest: dict[str, Any] | None = None) -> Census:
+    def census(self, path: Path, manifest: Manifest | None = None) -> Census:
         from edgekit.targets.tflite.census import census
 
         return census(Path(path))
 
     def profile(
-        self, path: Path, manifest: dict[str, Any], threads: int, runs: int, warmup: int
+        self, path: Path, manifest: Manifest, threads: int, runs: int, warmup: int
     ) -> OpTimes:
         from edgekit.targets.tflite.profile import profile
 

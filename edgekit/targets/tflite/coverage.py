@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from edgekit.targets.base import Coverage
+from edgekit.targets.manifest import Manifest
 from edgekit.targets.tflite.flatbuffer import Op, graph_ops
 from edgekit.targets.tflite.session import INTEGER_TYPES, delegated_nodes, make_interpreter
 
@@ -57,13 +57,11 @@ def summarize(ops: list[Op], replaced: set[int], partitions: int, quantized: boo
     return "; ".join(parts)
 
 
-def coverage(path: Path, manifest: dict[str, Any]) -> Coverage:
+def coverage(path: Path, manifest: Manifest) -> Coverage:
     ops = graph_ops(Path(path))
     replaced, partitions = delegated_nodes(make_interpreter(Path(path), xnnpack=True))
     compute = [op for op in ops if op.name in COMPUTE_OPS]
-    quantized = str(manifest.get("recipe", "")).startswith("int8") or any(
-        runs_int8(op) for op in compute
-    )
+    quantized = manifest.recipe.startswith("int8") or any(runs_int8(op) for op in compute)
     return Coverage(
         total_ops=len(ops),
         fast_ops=len(replaced),

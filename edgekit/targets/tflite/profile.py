@@ -15,6 +15,7 @@ import numpy as np
 
 from edgekit.common.quiet import quiet_native
 from edgekit.errors import UnsupportedExport, UserInputError
+from edgekit.targets.manifest import Manifest
 from edgekit.targets.profiling import Event, OpTimes
 
 DELEGATE_OP, BUILTIN_OP, INVOKE = 8, 2, 1
@@ -56,7 +57,7 @@ class _TensorType(ctypes.Structure):
 CPU_ONLY = (r"GPU accelerator could not be loaded", r"NPU accelerator could not be loaded")
 
 
-def profile(path: Path, manifest: dict[str, Any], threads: int, runs: int, warmup: int) -> OpTimes:
+def profile(path: Path, manifest: Manifest, threads: int, runs: int, warmup: int) -> OpTimes:
     with quiet_native(also=CPU_ONLY):
         return _profile(path, threads, runs, warmup)
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from edgekit.common.quiet import quiet_native
 from edgekit.errors import DeviceUnavailable, UserInputError
+from edgekit.targets.manifest import Manifest
 from edgekit.targets.session import Accelerator, Session, TensorSpec, dequantize, stage_input
 
 INTEGER_TYPES = ("int8", "uint8", "int16")
@@ -113,10 +114,10 @@ def tensor_specs(interpreter: Any, input_layout: str) -> tuple[list[TensorSpec],
     return inputs, outputs
 
 
-def _checked_specs(manifest: dict[str, Any], interpreter: Any) -> tuple[TensorSpec, TensorSpec]:
+def _checked_specs(manifest: Manifest, interpreter: Any) -> tuple[TensorSpec, TensorSpec]:
     """The manifest's input/output, checked against the file (a manifest of another file is
     caught here, before any number is measured)."""
-    wanted_in = TensorSpec.from_dict(manifest["input"])
+    wanted_in = manifest.input
     inputs, outputs = tensor_specs(interpreter, wanted_in.layout)
     found_in, found_out = inputs[0], outputs[0]
     if (found_in.dtype, found_in.shape) != (wanted_in.dtype, wanted_in.shape):
@@ -130,7 +131,7 @@ def _checked_specs(manifest: dict[str, Any], interpreter: Any) -> tuple[TensorSp
 class InterpreterSession(Session):
     """LiteRT Interpreter on the CPU: XNNPACK (default delegate) or the builtin kernels."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any], threads: int, xnnpack: bool):
+    def __init__(self, path: Path, manifest: Manifest, threads: int, xnnpack: bool):
         _, runtime = _interpreter_module()
         self._interpreter = make_interpreter(path, threads=threads, xnnpack=xnnpack)
         self._input_spec, self._output_spec = _checked_specs(manifest, self._interpreter)
@@ -197,7 +198,7 @@ def _gpu_reason(lines: list[str]) -> str:
 class CompiledModelSession(Session):
     """LiteRT CompiledModel with the GPU accelerator; ops it can't take fall back to the CPU."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any], threads: int):
+    def __init__(self, path: Path, manifest: Manifest, threads: int):
         try:
             from ai_edge_litert.compiled_model import CompiledModel
             from ai_edge_litert.cpu_options import CpuOptions
@@ -261,7 +262,7 @@ class CompiledModelSession(Session):
 
 def open_session(
     path: Path,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     accelerator: Accelerator = Accelerator.CPU,
     threads: int = 1,
     xnnpack: bool = True,
