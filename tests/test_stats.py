@@ -3,6 +3,8 @@ test here was written to kill mutants `make mutation` found alive)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import stats as scipy_stats
@@ -112,3 +114,207 @@ def test_a_median_interval_brackets_the_median_unless_nothing_varies():
     low, high = median_interval([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
     assert low < 4.0 < high
     assert median_interval([2.0, 2.0, 2.0]) == (2.0, 2.0)
+
+
+# The accuracy drop's bootstrap.
+
+
+def reference_drop(baseline: np.ndarray, artifact: np.ndarray, confidence: float) -> tuple:
+    """The percentile bootstrap written out: 2000 draws of as many image indices (the same
+    images for both sides) from default_rng(0), each draw's mean drop in points, and the
+    (1 - c) / 2 and (1 + c) / 2 quantiles of those."""
+    difference = baseline.astype(np.float64) - artifact.astype(np.float64)
+    draws = np.random.default_rng(0).integers(0, len(difference), size=(2000, len(difference)))
+    drops = np.array([100.0 * difference[images].mean() for images in draws])
+    return tuple(np.quantile(drops, [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0]))
+
+
+def test_the_drop_interval_is_the_percentile_bootstrap_of_2000_resamples_with_seed_0():
+    # pinned: a gate's verdict must come out the same run to run and machine to machine, so
+    # the resample count, the seed, the draw and the percentile levels are part of the figure
+    rng = np.random.default_rng(11)
+    baseline = rng.random(200) < 0.9
+    artifact = baseline ^ (rng.random(200) < 0.1)  # about 20 images change, both ways
+    for confidence in (0.95, 0.999, 0.3):  # 0.999 reaches the sparse tails, where draws show
+        assert paired_bootstrap_drop(baseline, artifact, confidence) == pytest.approx(
+            reference_drop(baseline, artifact, confidence), rel=1e-12
+        )
+
+
+def test_a_drop_that_is_the_same_on_every_image_has_an_interval_of_zero_width_at_it():
+    everything, nothing = np.ones(50, dtype=bool), np.zeros(50, dtype=bool)
+    assert paired_bootstrap_drop(everything, nothing) == (100.0, 100.0)  # in points
+    assert paired_bootstrap_drop(nothing, everything) == (-100.0, -100.0)
+
+
+# McNemar's exact test.
+
+
+def test_losses_with_no_wins_are_tested_not_taken_for_a_tie():
+    baseline = np.array([True] * 10 + [True] * 40)
+    artifact = np.array([False] * 10 + [True] * 40)
+    result = mcnemar_exact(baseline, artifact)
+    assert (result["baseline_only"], result["artifact_only"]) == (10, 0)
+    assert result["p_value"] == pytest.approx(2 / 2**10)  # both tails of Binomial(10, 1/2)
+    assert mcnemar_exact(artifact, baseline)["p_value"] == pytest.approx(2 / 2**10)
+
+
+def test_mcnemar_is_two_sided_swapping_the_sides_keeps_the_p_value():
+    baseline = np.array([True] * 2 + [False] * 10 + [True] * 88)
+    artifact = np.array([False] * 2 + [True] * 10 + [True] * 88)
+    result = mcnemar_exact(baseline, artifact)
+    assert (result["baseline_only"], result["artifact_only"]) == (2, 10)
+    assert result["p_value"] == pytest.approx(2 * 79 / 4096)  # as for 10 losses and 2 wins
+
+
+def test_counting_the_disagreements_warns_about_nothing():
+    # an accuracy gate's output is read by people: a stray numpy warning there is a bug
+    baseline = np.array([True, True, False, False])
+    artifact = np.array([True, False, True, False])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = mcnemar_exact(baseline, artifact)
+    assert (result["baseline_only"], result["artifact_only"]) == (1, 1)
+    assert result["p_value"] == 1.0
+
+
+# Latency summaries.
+
+
+def test_a_single_sample_has_no_spread():
+    summary = latency_summary(np.array([5.0]))
+    assert summary["count"] == 1
+    assert (summary["std_ms"], summary["cv"]) == (0.0, 0.0)
+    figures = ("mean_ms", "min_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms", "trimmed_mean_ms")
+    assert [summary[name] for name in figures] == [5.0] * len(figures)
+
+
+def test_two_samples_have_the_sample_standard_deviation():
+    summary = latency_summary(np.array([1.0, 3.0]))
+    assert summary["std_ms"] == pytest.approx(np.sqrt(2.0))  # ddof=1: sqrt((1 + 1) / 1)
+    assert summary["cv"] == pytest.approx(np.sqrt(2.0) / 2.0)
+
+
+def test_the_percentiles_are_the_50th_90th_and_99th_by_linear_interpolation():
+    samples = np.random.default_rng(0).permutation(np.arange(101.0))  # 0, 1, ..., 100 ms
+    summary = latency_summary(samples)
+    assert (summary["p50_ms"], summary["p90_ms"], summary["p99_ms"]) == (50.0, 90.0, 99.0)
+    assert latency_summary(np.arange(11.0))["p99_ms"] == pytest.approx(9.9)
+
+
+def test_samples_at_the_timer_floor_have_a_cv_of_zero_not_a_division_by_zero():
+    summary = latency_summary(np.zeros(5))  # an op faster than the clock's resolution
+    assert (summary["mean_ms"], summary["std_ms"], summary["cv"]) == (0.0, 0.0, 0.0)
+
+
+def test_sub_millisecond_latencies_keep_their_cv():
+    summary = latency_summary(np.array([0.2, 0.4]))
+    assert summary["cv"] == pytest.approx(np.sqrt(0.02) / 0.3)
+
+
+# Ratios from paired rounds.
+
+
+def reference_paired(a: list[float], b: list[float], confidence: float = 0.95) -> tuple:
+    """Geometric mean of the per-round ratios, and mean log ratio +- t(n-1) * s / sqrt(n)."""
+    logs = np.log(np.asarray(a)) - np.log(np.asarray(b))
+    n, centre = len(logs), logs.mean()
+    half = scipy_stats.t.ppf((1.0 + confidence) / 2.0, n - 1) * logs.std(ddof=1) / np.sqrt(n)
+    return np.exp(centre), (np.exp(centre - half), np.exp(centre + half))
+
+
+def test_the_paired_ratio_is_numerator_over_denominator_with_a_t_interval_on_log_ratios():
+    a, b = [2.2, 1.8, 2.1, 2.4, 1.9, 2.0], [1.1, 1.0, 1.0, 1.2, 0.9, 1.05]
+    for confidence in (0.95, 0.8):
+        ratio, interval = paired_ratio(a, b, confidence)
+        expected_ratio, expected_interval = reference_paired(a, b, confidence)
+        assert ratio == pytest.approx(expected_ratio)
+        assert interval == pytest.approx(expected_interval)
+
+
+def test_a_ratio_that_is_the_same_in_every_round_has_an_interval_of_zero_width_at_it():
+    # and says so without scipy's "catastrophic cancellation" warning from a t-test on a
+    # spread of zero: a report of two identical runs should print nothing alarming
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ratio, (low, high) = paired_ratio([3.0, 3.0, 3.0], [1.5, 1.5, 1.5])
+    assert ratio == pytest.approx(2.0)
+    assert low == high == ratio
+
+
+def test_two_rounds_that_differ_have_a_t_interval_with_one_degree_of_freedom():
+    ratio, interval = paired_ratio([1.1, 0.9], [1.0, 1.0])
+    expected_ratio, expected_interval = reference_paired([1.1, 0.9], [1.0, 1.0])
+    assert ratio == pytest.approx(expected_ratio)
+    assert interval == pytest.approx(expected_interval)
+    assert interval[1] / interval[0] > 2.0  # one degree of freedom: wide, but an interval
+
+
+# Ratios from sessions.
+
+
+def reference_sessions(a: list[float], b: list[float], sessions: list[int]) -> tuple:
+    """Each session's mean log ratio is one observation; a 95 % t prediction interval for the
+    mean of as many new sessions: centre +- t(k-1) * s * sqrt(1/k + 1/k)."""
+    by_session: dict[int, list[float]] = {}
+    for x, y, session in zip(a, b, sessions, strict=True):
+        by_session.setdefault(session, []).append(np.log(x / y))
+    means = np.array([np.mean(logs) for logs in by_session.values()])
+    k, centre = len(means), means.mean()
+    half = scipy_stats.t.ppf(0.975, k - 1) * means.std(ddof=1) * np.sqrt(1.0 / k + 1.0 / k)
+    return np.exp(centre), (np.exp(centre - half), np.exp(centre + half))
+
+
+def test_the_session_interval_for_two_and_four_sessions_matches_the_prediction_interval():
+    rng = np.random.default_rng(2)
+    for k in (2, 4):
+        sessions = [s for s in range(k) for _ in range(3)]
+        b = list(rng.uniform(1.0, 3.0, 3 * k))  # a denominator that is not 1: a ratio
+        shift = 0.1 + 0.05 * np.asarray(sessions) + rng.normal(0.0, 0.01, 3 * k)
+        a = list(np.asarray(b) * np.exp(shift))
+        ratio, interval = session_ratio(a, b, sessions)
+        expected_ratio, expected_interval = reference_sessions(a, b, sessions)
+        assert ratio == pytest.approx(expected_ratio)
+        assert interval == pytest.approx(expected_interval)
+        # two or more sessions: the band is what sessions measure, so it is not added
+        assert ratio_interval(a, b, sessions, band=0.5) == (ratio, interval)
+
+
+def test_scaling_both_sides_of_every_round_leaves_the_session_ratio_unchanged():
+    a, b, sessions = [1.2, 1.3, 1.5, 1.4, 1.1, 1.2], [1.0] * 6, [0, 0, 1, 1, 2, 2]
+    ratio, interval = session_ratio(a, b, sessions)
+    scaled = session_ratio([3.0 * x for x in a], [3.0 * y for y in b], sessions)
+    assert scaled == (pytest.approx(ratio), pytest.approx(interval))
+
+
+def test_rounds_all_in_one_session_are_the_paired_interval_widened_by_the_band():
+    a, b = [1.0, 1.1, 0.9, 1.05], [1.0, 1.0, 1.0, 1.0]
+    assert ratio_interval(a, b, [3, 3, 3, 3], band=0.1) == ratio_interval(a, b, None, band=0.1)
+
+
+def test_an_empty_session_list_is_no_sessions_and_the_band_still_widens():
+    # profiles whose runs recorded no sessions carry round_sessions == []
+    a, b = [1.0, 1.1, 0.9, 1.05], [1.0, 1.0, 1.0, 1.0]
+    ratio, interval = ratio_interval(a, b, [], band=0.1)
+    assert (ratio, interval) == ratio_interval(a, b, None, band=0.1)
+    assert interval == pytest.approx(widen(paired_ratio(a, b)[1], 0.1))
+
+
+# Bands and median intervals.
+
+
+def test_the_band_of_an_interval_that_misses_one_is_its_farther_end():
+    assert band_of((0.9, 0.95)) == pytest.approx(0.1)  # all below one
+    assert band_of((1.02, 1.05)) == pytest.approx(0.05)  # all above one
+    assert band_of((0.5, 2.5)) == pytest.approx(1.5)
+
+
+def test_a_median_interval_of_no_rounds_is_nan_and_of_one_round_is_that_round():
+    low, high = median_interval([])
+    assert np.isnan(low) and np.isnan(high)
+    assert median_interval([3.0]) == (3.0, 3.0)
+
+
+def test_two_rounds_that_differ_have_a_median_interval_spanning_both():
+    # resampled medians of two rounds are 1.0, 1.5 or 2.0; the 2.5 % and 97.5 % ones are the ends
+    assert median_interval([1.0, 2.0]) == (1.0, 2.0)
