@@ -11,10 +11,12 @@ STAMP := $(VENV)/.edgekit-installed
 # linked against the CUDA torch build and does not import beside the CPU one.
 # edgekit/targets/onnx/source.py finds it there and gives it a torchvision stand-in (NMS and RoiAlign
 # refuse by name). Where a matching torchvision exists, the onnx-source extra installs both.
+# --no-compile: byte-compiling every installed module (torch, tensorflow, ray) took minutes;
+# Python compiles the ones a command imports when it first imports them.
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv --clear $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip==26.3
-	$(VENV)/bin/pip install --quiet -c requirements.lock -e '.[cpu,dev]'
+	$(VENV)/bin/pip install --quiet --no-compile -c requirements.lock -e '.[cpu,dev]'
 	$(VENV)/bin/pip install --quiet --no-deps -c requirements.lock \
 	  --target $(VENV)/onnx2torch onnx2torch
 	$(VENV)/bin/python -m edgekit.common.pipcheck
