@@ -183,6 +183,10 @@ ACCURACY = {
     "mcnemar": dict[str, float] | None,
     "top5": float | None,
     "changed_classes": list[dict[str, Any]],
+    "per_class": list[dict[str, Any]],
+    "confusion_change": list[list[int]] | None,
+    "flips": dict[str, Any] | None,
+    "collapse": dict[str, Any] | None,
     "versus_host": {
         "max_abs_diff": float,
         "mean_abs_diff": float,

@@ -295,6 +295,10 @@ CASES = {
                                     "--min-runs"),
     # ---- check -------------------------------------------------------------------------------
     "check-nothing": (["check"], None, 2, "give one or more artifacts"),
+    "check-flips-a-fraction-of-an-image": (["check", "{onnx}", "--max-flips", "1.5"], "onnx", 2,
+                                           "--max-flips 1.5: expected a count"),
+    "check-class-drop-without-a-source": (["check", "{no_manifest}", "--max-class-drop", "5"],
+                                          "no_manifest", 2, "no source model to count flips"),
     "check-no-bound": (["check", "{onnx}"], "onnx", 2, "give at least one bound"),
     "check-max-drop-not-a-number": (["check", "{onnx}", "--max-drop", "abc"], "onnx", 2,
                                     "--max-drop"),

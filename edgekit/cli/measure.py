@@ -194,6 +194,18 @@ def check(
     point_estimate: Annotated[
         bool, typer.Option("--point-estimate", help="gate the drop itself, not its CI upper bound")
     ] = False,
+    max_class_drop: Annotated[
+        float | None,
+        typer.Option("--max-class-drop", help="points of any one class's top-1 (CI upper bound)"),
+    ] = None,
+    max_flips: Annotated[
+        str | None,
+        typer.Option("--max-flips", help="top-1 predictions changed: a count (5) or a share (2%)"),
+    ] = None,
+    fail_on_collapse: Annotated[
+        bool,
+        typer.Option("--fail-on-collapse", help="fail when one class takes most predictions"),
+    ] = False,
     max_latency_regression: Annotated[
         float | None, typer.Option("--max-latency-regression", help="percent of p50")
     ] = None,
@@ -217,7 +229,8 @@ def check(
     as_json: JsonOption = False,
     foreign: ForeignOptions = None,
 ) -> None:
-    """Exit 1 when accuracy drop, agreement, SQNR or latency breaks a bound; 2 on bad input."""
+    """Exit 1 when accuracy drop, a class's drop, flips, a collapse, agreement, SQNR or latency
+    breaks a bound; 2 on bad input."""
     from edgekit.measure.accuracy import evaluate_artifact
     from edgekit.measure.gates import (
         accuracy_gates,
@@ -226,15 +239,28 @@ def check(
         run_accuracy_gates,
         run_latency_gates,
     )
+    from edgekit.measure.prediction_gates import (
+        FlipBound,
+        PredictionBounds,
+        prediction_gates,
+        run_prediction_gates,
+    )
     from edgekit.worker.latency import Protocol
 
     if not paths:
         raise UserInputError("check: give one or more artifacts, or a run directory")
+    predictions = PredictionBounds(
+        max_class_drop=max_class_drop,
+        max_flips=None if max_flips is None else FlipBound.parse(max_flips),
+        fail_on_collapse=fail_on_collapse,
+        point_estimate=point_estimate,
+    )
     bounds = (max_drop, min_agreement, min_sqnr, max_latency_regression, max_arm_x86_diff)
-    if all(bound is None for bound in bounds):
+    if all(bound is None for bound in bounds) and not predictions.any:
         raise UserInputError(
-            "check: give at least one bound (--max-drop, --min-agreement, --min-sqnr, "
-            "--max-latency-regression, --max-arm-x86-diff)"
+            "check: give at least one bound (--max-drop, --max-class-drop, --max-flips, "
+            "--fail-on-collapse, --min-agreement, --min-sqnr, --max-latency-regression, "
+            "--max-arm-x86-diff)"
         )
     protocol = Protocol(rounds=rounds)
     results = []
@@ -244,6 +270,7 @@ def check(
 
         run = load_results(paths[0])
         results += run_accuracy_gates(run, max_drop, min_agreement, min_sqnr, point_estimate)
+        results += run_prediction_gates(run, predictions)
         if max_latency_regression is not None:
             earlier = resolve_run(against, history, exclude=run.run["id"])
             results += run_latency_gates(run, paths[0], earlier, max_latency_regression, history,
@@ -265,12 +292,13 @@ def check(
                     artifact, reference, max_latency_regression, device=where, threads=threads,
                     protocol=protocol, guard=None,
                 ))  # fmt: skip
-            if all(bound is None for bound in accuracy_bounds):
+            if all(bound is None for bound in accuracy_bounds) and not predictions.any:
                 continue
             record = evaluate_artifact(artifact, data=data, device=where, threads=threads)
             if max_arm_x86_diff is not None:
                 results.append(device_vs_host_gate(record, max_arm_x86_diff))
             results += accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)
+            results += prediction_gates(record, predictions)
     if not results:
         raise UserInputError("check: nothing to gate (no measured rows)")
     failed = [r for r in results if not r.passed]

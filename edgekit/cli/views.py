@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
@@ -123,8 +124,44 @@ def accuracy(records: list[Any]) -> None:
                 f"  {r.label} changed classes (baseline->artifact correct/images): {changes}",
                 soft_wrap=True,
             )
+    prediction_changes(records)
     versus_host([r for r in records if r.versus_host])
     assumptions(records)
+
+
+def prediction_changes(records: list[Any]) -> None:
+    """Flips both ways, the worst class with its interval, a collapse, and shared flips."""
+    from edgekit.measure.flips import shared_flips
+
+    for r in records:
+        if r.collapse and r.collapse["collapsed"]:
+            warn(f"{r.label} COLLAPSED: {r.collapse['reason']}")
+        if not r.flips:
+            continue
+        f = r.flips
+        line = (f"  {r.label} flips: {f['changed']} of {f['samples']} top-1 changed "
+                f"({f['right_to_wrong']} right->wrong, {f['wrong_to_right']} wrong->right, "
+                f"{f['wrong_to_other_wrong']} wrong->other wrong), "
+                f"McNemar p={f['mcnemar_p']:.3g}")  # fmt: skip
+        worst = max(r.per_class, key=lambda c: c["drop_ci"][1], default=None)
+        if worst is not None and worst["drop_ci"][1] > 0:
+            low, high = worst["drop_ci"]
+            line += (f"; worst class {worst['name']!r} drop {worst['drop_points']:+.2f} "
+                     f"[{low:+.2f}, {high:+.2f}], "
+                     f"adjusted p={worst['p_adjusted']:.3g}")  # fmt: skip
+        console.print(line, soft_wrap=True)
+    compared = [r for r in records if r.flips and r.flips["indices"]]  # what flipped any
+    names = [f"{r.label} on {r.device}" for r in compared]
+    if len(set(names)) < len(names):  # two files of one kind: their file names tell them apart
+        names = [f"{Path(r.artifact).name} on {r.device}" for r in compared]
+    flipped = {name: r.flips["indices"] for name, r in zip(names, compared, strict=True)}
+    if len(flipped) > 1:
+        shared = shared_flips(flipped)
+        console.print(f"  the same images flip: {len(shared['flipped_by_all'])} flipped on all "
+                      f"{len(flipped)}; most alike: " + ", ".join(
+                          f"{p['a']} & {p['b']} {p['both']} (Jaccard {p['jaccard']:.2f})"
+                          for p in sorted(shared["pairs"], key=lambda p: -p["jaccard"])[:3]),
+                      soft_wrap=True)  # fmt: skip
 
 
 def assumptions(records: list[Any]) -> None:

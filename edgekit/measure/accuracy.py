@@ -18,6 +18,7 @@ from edgekit.common.metrics import compare_outputs, device_vs_host
 from edgekit.common.stats import mcnemar_exact, paired_bootstrap_drop
 from edgekit.devices import DEFAULT_DEVICE, as_device
 from edgekit.errors import DeviceUnavailable, UserInputError
+from edgekit.measure.flips import CORRECTION, collapse, confusion_change, flips, per_class
 from edgekit.sources.data import Dataset, load_dataset
 from edgekit.sources.load import reload_model
 from edgekit.sources.preprocess import Preprocess
@@ -53,6 +54,12 @@ class AccuracyRecord:
     versus_host: dict[str, Any] | None = None  # device logits against the host's
     fingerprint: dict[str, Any] = field(default_factory=dict)
     assumed: list[str] = field(default_factory=list)  # what was inferred about a foreign file
+    # what changed image by image (edgekit.measure.flips); None without a source model
+    per_class: list[dict[str, Any]] = field(default_factory=list)
+    per_class_correction: str = ""
+    confusion_change: list[list[int]] | None = None
+    flips: dict[str, Any] | None = None
+    collapse: dict[str, Any] | None = None  # needs no labels: set for every artifact
 
     def to_dict(self) -> dict[str, Any]:
         payload = asdict(self)
@@ -83,6 +90,7 @@ def labels_only(outputs: np.ndarray, labels: np.ndarray, names: tuple[str, ...])
         "mcnemar": None,
         "baseline": "none: a file another tool made has no source model here",
         "reference": "labels",
+        "collapse": collapse(outputs, names).to_dict(),
     }
     if len(names) > 5:
         result["top5"] = top_k(outputs, labels, 5)
@@ -120,6 +128,13 @@ def compare_on_labels(
         "mean_abs_diff": figures["mean_abs_diff"],
         "mcnemar": mcnemar_exact(baseline_correct, artifact_correct),
         "changed_classes": _changed_classes(outputs, baseline, labels, class_names),
+        "per_class": [
+            c.to_dict() for c in per_class(outputs, baseline, labels, class_names, confidence)
+        ],
+        "per_class_correction": CORRECTION,
+        "confusion_change": confusion_change(outputs, baseline, labels, len(class_names)),
+        "flips": flips(outputs, baseline, labels, confidence),
+        "collapse": collapse(outputs, class_names, baseline).to_dict(),
     }
     if len(class_names) > 5:
         result["top5"] = top_k(outputs, labels, 5)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from edgekit.common.fileio import write_bytes_atomic, write_json_atomic
+from edgekit.report.changes import prediction_change_lines
 from edgekit.report.plots import plots
 from edgekit.report.profiles import profile_lines
 from edgekit.report.recommend import Recommendation, pareto_front, recommend_each
@@ -182,6 +183,7 @@ def _content(results: Results, run_dir: Path) -> ReportContent:
     budget = config.get("max_drop", 1.0)
     blocks = model_blocks(results, budget, bool(config.get("point_estimate")))
     sections = [
+        Section("What quantization changed", prediction_change_lines(results)),
         Section("Where the time goes", profile_lines(results), preformatted=True),
         Section("What edgekit assumed about files it did not make", assumptions(results)),
         Section("Not available on this machine", unavailable(results)),

@@ -262,6 +262,7 @@ def measure(
         "absent_devices": absent_devices(config.devices, rows, skipped),
         "profiles": profiles,
         "phases": phases,  # where the run's wall time went: exports, then the device pools
+        "flips_across": flips_across(rows),
     }
     return Results(run, rows, RESULTS_SCHEMA_VERSION)
 
@@ -341,3 +342,17 @@ def matrix_summary(result: RunResult) -> dict[str, Any]:
         "unavailable": [row.label for row in result.unavailable],
         "report": {key: str(path) for key, path in result.report.items()},
     }
+
+
+def flips_across(rows: list[Row]) -> dict[str, Any]:
+    """Per model: do the same images flip on every runtime and device that flips any? (Each
+    model's indices are into its own evaluation split.)"""
+    from edgekit.measure.flips import shared_flips
+
+    by_model: dict[str, dict[str, list[int]]] = {}
+    for row in rows:
+        flips = (row.accuracy or {}).get("flips")
+        if row.kind == "artifact" and flips and flips["indices"]:  # what flipped nothing is out
+            # one entry per artifact and device: its thread counts share one evaluation
+            by_model.setdefault(str(row.model), {})[row.label.rsplit(" x", 1)[0]] = flips["indices"]
+    return {model: shared_flips(flipped) for model, flipped in by_model.items()}

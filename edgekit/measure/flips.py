@@ -1,0 +1,191 @@
+"""What quantization changed, image by image: per-class top-1 and drop with intervals, the
+confusion matrix's change, predictions flipped both ways, the flip rate by the source model's
+top-2 margin, a label-free collapse detector, and which images flip on several artifacts.
+
+Aggregate top-1 can stay put while answers flip in both directions (Dutta et al. 2024, "Accuracy
+is Not All You Need"), and an int8 file that predicts one class for everything is a complaint
+users file again and again; these figures say which images and which classes, with intervals."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from edgekit.common.stats import mcnemar_exact, paired_bootstrap_drop
+
+# a collapsed artifact gives one class to at least this share of the inputs, where the source
+# model gives that class less than SOURCE_SHARE_LIMIT of them (without a source, 3+ classes)
+COLLAPSE_SHARE = 0.8
+SOURCE_SHARE_LIMIT = 0.5
+# outputs whose spread across inputs is below this fraction of their magnitude are constant
+CONSTANT_SPREAD = 1e-4
+MARGIN_BINS = 5
+CORRECTION = "Benjamini-Hochberg across classes (scipy.stats.false_discovery_control)"
+
+
+@dataclass(frozen=True)
+class ClassChange:
+    """One true class: its top-1 on the source model and the artifact, the drop in points with
+    its paired bootstrap interval, McNemar's exact p and that p adjusted across classes."""
+
+    name: str
+    images: int
+    baseline_top1: float
+    top1: float
+    drop_points: float
+    drop_ci: tuple[float, float]
+    p_value: float
+    p_adjusted: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "drop_ci": list(self.drop_ci)}
+
+
+@dataclass(frozen=True)
+class Collapse:
+    """Whether the artifact predicts one class for most inputs or gives nearly the same output
+    for every input. Needs no labels: only the artifact's outputs (and the source's, if any)."""
+
+    collapsed: bool
+    dominant_class: str
+    dominant_share: float
+    source_share: float | None
+    output_spread: float
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def per_class(
+    outputs: np.ndarray,
+    baseline: np.ndarray,
+    labels: np.ndarray,
+    names: tuple[str, ...],
+    confidence: float = 0.95,
+) -> list[ClassChange]:
+    """Every class with images in the split, in class order."""
+    artifact_correct = outputs.argmax(1) == labels
+    baseline_correct = baseline.argmax(1) == labels
+    changes = []
+    for index in (index for index in range(len(names)) if np.any(labels == index)):
+        mask = labels == index
+        base, art = baseline_correct[mask], artifact_correct[mask]
+        changes.append(ClassChange(
+            name=names[index], images=int(mask.sum()), baseline_top1=float(base.mean()),
+            top1=float(art.mean()), drop_points=100.0 * float(base.mean() - art.mean()),
+            drop_ci=paired_bootstrap_drop(base, art, confidence),
+            p_value=mcnemar_exact(base, art)["p_value"], p_adjusted=1.0,
+        ))  # fmt: skip
+    if not changes:
+        return []
+    adjusted = stats.false_discovery_control([change.p_value for change in changes])
+    pairs = zip(changes, adjusted, strict=True)
+    return [replace(change, p_adjusted=float(min(1.0, q))) for change, q in pairs]
+
+
+def confusion_change(
+    outputs: np.ndarray, baseline: np.ndarray, labels: np.ndarray, classes: int
+) -> list[list[int]]:
+    """The artifact's confusion matrix minus the source model's (rows: true class, columns:
+    predicted): a positive entry off the diagonal is an error the artifact added."""
+
+    def confusion(logits: np.ndarray) -> np.ndarray:
+        matrix = np.zeros((classes, classes), dtype=np.int64)
+        np.add.at(matrix, (labels, logits.argmax(1)), 1)
+        return matrix
+
+    return (confusion(outputs) - confusion(baseline)).tolist()
+
+
+def _top2_margin(logits: np.ndarray) -> np.ndarray:
+    """Softmax probability of the top class minus that of the second, per image."""
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    probabilities = np.exp(shifted)
+    probabilities /= probabilities.sum(axis=1, keepdims=True)
+    top2 = np.sort(probabilities, axis=1)[:, -2:]
+    return top2[:, 1] - top2[:, 0]
+
+
+def flip_risk(
+    flipped: np.ndarray, margin: np.ndarray, bins: int = MARGIN_BINS, confidence: float = 0.95
+) -> list[dict[str, Any]]:
+    """Flip rate in bins of the source's top-2 margin (quantile edges, so each bin holds about
+    the same number of images), each rate with its Clopper-Pearson interval."""
+    edges = np.unique(np.quantile(margin, np.linspace(0.0, 1.0, bins + 1)))
+    if len(edges) < 2:
+        edges = np.array([margin.min(), margin.max()])
+    which = np.clip(np.searchsorted(edges, margin, side="right") - 1, 0, len(edges) - 2)
+    curve = []
+    for index in range(len(edges) - 1):
+        inside = which == index
+        images, count = int(inside.sum()), int(flipped[inside].sum())
+        if images == 0:
+            continue
+        interval = stats.binomtest(count, images).proportion_ci(confidence)
+        curve.append({"margin_low": float(edges[index]), "margin_high": float(edges[index + 1]),
+                      "images": images, "flipped": count, "rate": count / images,
+                      "rate_ci": [float(interval.low), float(interval.high)]})  # fmt: skip
+    return curve
+
+
+def flips(
+    outputs: np.ndarray, baseline: np.ndarray, labels: np.ndarray, confidence: float = 0.95
+) -> dict[str, Any]:
+    """Top-1 changes against the source model, counted both ways, with McNemar's exact test,
+    the images that changed (their indices in the evaluation split) and the flip-risk curve."""
+    artifact_top, baseline_top = outputs.argmax(1), baseline.argmax(1)
+    changed = artifact_top != baseline_top
+    artifact_right, baseline_right = artifact_top == labels, baseline_top == labels
+    return {
+        "samples": len(labels),
+        "changed": int(changed.sum()),
+        "right_to_wrong": int(np.sum(baseline_right & ~artifact_right)),
+        "wrong_to_right": int(np.sum(~baseline_right & artifact_right)),
+        "wrong_to_other_wrong": int(np.sum(changed & ~baseline_right & ~artifact_right)),
+        "mcnemar_p": mcnemar_exact(baseline_right, artifact_right)["p_value"],
+        "indices": np.flatnonzero(changed).tolist(),
+        "by_margin": flip_risk(changed, _top2_margin(baseline), confidence=confidence),
+    }
+
+
+def collapse(
+    outputs: np.ndarray, names: tuple[str, ...], baseline: np.ndarray | None = None
+) -> Collapse:
+    """One class for most inputs, or the same output for every input."""
+    predicted = outputs.argmax(1)
+    counts = np.bincount(predicted, minlength=len(names))
+    dominant = int(counts.argmax())
+    share = float(counts[dominant] / len(predicted))
+    source_share = None if baseline is None else float(np.mean(baseline.argmax(1) == dominant))
+    values = outputs.astype(np.float64)
+    spread = float(values.std(axis=0).mean())
+    scale = float(np.abs(values).mean())
+    if spread <= CONSTANT_SPREAD * scale or spread == 0.0:
+        reason = (f"nearly constant outputs: their spread across inputs is {spread:.3g}, "
+                  f"{spread / scale if scale else 0.0:.2g} of their mean magnitude")  # fmt: skip
+        return Collapse(True, names[dominant], share, source_share, spread, reason)
+    # the source giving that class as often would explain it; without a source, two classes can
+    unexplained = len(names) >= 3 if source_share is None else source_share < SOURCE_SHARE_LIMIT
+    if share >= COLLAPSE_SHARE and unexplained:
+        than = "" if source_share is None else f" (the source model: {source_share:.0%})"
+        reason = f"predicts {names[dominant]!r} for {share:.0%} of the inputs{than}"
+        return Collapse(True, names[dominant], share, source_share, spread, reason)
+    return Collapse(False, names[dominant], share, source_share, spread, "")
+
+
+def shared_flips(flipped: dict[str, list[int]]) -> dict[str, Any]:
+    """Do the same images flip? For each pair of artifacts (or devices), the images both
+    flipped and the Jaccard overlap of their flipped sets; and the images every one flipped."""
+    sets = {label: set(indices) for label, indices in flipped.items()}
+    pairs = []
+    for (first, a), (second, b) in combinations(sets.items(), 2):
+        union = a | b
+        pairs.append({"a": first, "b": second, "both": len(a & b),
+                      "jaccard": len(a & b) / len(union) if union else 1.0})  # fmt: skip
+    every = set.intersection(*sets.values()) if sets else set()
+    return {"pairs": pairs, "flipped_by_all": sorted(every)}

@@ -1,0 +1,51 @@
+"""The report's "What quantization changed": per artifact, predictions flipped both ways, the
+worst class with its interval, a collapse; then whether the same images flip everywhere."""
+
+from __future__ import annotations
+
+from edgekit.results import Results
+
+
+def prediction_change_lines(results: Results) -> list[str]:
+    lines, seen = [], set()
+    for row in results.rows:
+        accuracy = row.accuracy or {}
+        flips, where = accuracy.get("flips"), row.label.rsplit(" x", 1)[0]
+        if row.kind != "artifact" or where in seen or not (flips or accuracy.get("collapse")):
+            continue
+        seen.add(where)
+        found = accuracy.get("collapse") or {}
+        if found.get("collapsed"):
+            lines.append(f"{where}: COLLAPSED, {found['reason']}")
+        if not flips:
+            continue
+        line = (
+            f"{where}: {flips['changed']} of {flips['samples']} top-1 predictions changed "
+            f"({flips['right_to_wrong']} right -> wrong, {flips['wrong_to_right']} wrong -> "
+            f"right, {flips['wrong_to_other_wrong']} wrong -> another wrong), McNemar "
+            f"p={flips['mcnemar_p']:.3g}"
+        )
+        classes = accuracy.get("per_class") or []
+        worst = max(classes, key=lambda change: change["drop_ci"][1], default=None)
+        if worst is not None and worst["drop_ci"][1] > 0:
+            low, high = worst["drop_ci"]
+            line += (
+                f"; worst class {worst['name']!r}: drop {worst['drop_points']:+.2f} "
+                f"[{low:+.2f}, {high:+.2f}] points, adjusted p={worst['p_adjusted']:.3g}"
+            )
+        lines.append(line)
+    for model, shared in (results.run.get("flips_across") or {}).items():
+        if not shared["pairs"]:  # fewer than two artifacts flipped anything
+            continue
+        alike = max(shared["pairs"], key=lambda pair: pair["jaccard"])
+        lines.append(
+            f"{model}: {len(shared['flipped_by_all'])} image(s) flip on every artifact that "
+            f"flips any; the most alike: {alike['a']} and {alike['b']}, {alike['both']} "
+            f"shared (Jaccard {alike['jaccard']:.2f})"
+        )
+    if lines:
+        lines.append(
+            "Per-class intervals are 95 % paired bootstrap intervals; p-values are adjusted "
+            "across classes (Benjamini-Hochberg)."
+        )
+    return lines
