@@ -167,7 +167,7 @@ def test_check_fails_a_lost_class_and_names_it_with_its_interval(export_digits, 
         assert_class_drop(lost, max_class_drop=5.0)
 
 
-def test_check_fails_a_collapsed_file_and_counts_its_flips(export_digits, tmp_path, capsys):
+def test_check_fails_a_collapsed_file_counts_its_flips_and_takes_a_threshold(export_digits, tmp_path, capsys):
     collapsed = _with_class_bias(export_digits("onnx", "fp32"), tmp_path, "all7.onnx", 7, 100.0)
     result = run_cli(capsys, "check", str(collapsed), "--fail-on-collapse", "--max-flips", "2%",
                      "--json")  # fmt: skip
@@ -180,6 +180,15 @@ def test_check_fails_a_collapsed_file_and_counts_its_flips(export_digits, tmp_pa
     )
     with pytest.raises(AssertionError, match="collapse"):
         assert_flips(collapsed, max_flips="100%")
+    # a file that gives class 7 to about two thirds of the inputs: a collapse at a threshold of
+    # one half, not at the default 0.8
+    leaning = _with_class_bias(export_digits("onnx", "fp32"), tmp_path, "more7.onnx", 7, 7.0)
+    assert run_cli(capsys, "check", str(leaning), "--fail-on-collapse").code == 0
+    strict = run_cli(capsys, "check", str(leaning), "--fail-on-collapse", "--collapse-share",
+                     "0.5", "--json")  # fmt: skip
+    assert strict.code == 1
+    [gate] = json.loads(strict.out)["gates"]
+    assert 0.5 <= gate["measured"] < 0.8 and "predicts '7' for" in gate["detail"]
 
 
 def test_eval_prints_the_flips_and_results_carry_them(export_digits, tmp_path, capsys):

@@ -206,6 +206,10 @@ def check(
         bool,
         typer.Option("--fail-on-collapse", help="fail when one class takes most predictions"),
     ] = False,
+    collapse_share: Annotated[
+        float,
+        typer.Option("--collapse-share", help="--fail-on-collapse: the top class's share, 0-1"),
+    ] = 0.8,
     max_latency_regression: Annotated[
         float | None, typer.Option("--max-latency-regression", help="percent of p50")
     ] = None,
@@ -254,6 +258,7 @@ def check(
         max_flips=None if max_flips is None else FlipBound.parse(max_flips),
         fail_on_collapse=fail_on_collapse,
         point_estimate=point_estimate,
+        collapse_share=collapse_share,
     )
     bounds = (max_drop, min_agreement, min_sqnr, max_latency_regression, max_arm_x86_diff)
     if all(bound is None for bound in bounds) and not predictions.any:

@@ -47,18 +47,47 @@ class ClassChange:
 
 @dataclass(frozen=True)
 class Collapse:
-    """Whether the artifact predicts one class for most inputs or gives nearly the same output
-    for every input. Needs no labels: only the artifact's outputs (and the source's, if any)."""
+    """The artifact's predictions and outputs as the collapse detector reads them: the class it
+    predicts most and for what share of the inputs, how often the source model predicts that
+    class (None without a source), and how much the outputs move from input to input. Needs no
+    labels. ``judged(share)`` decides at a threshold; ``collapsed`` and ``reason`` are the
+    decision at the default one."""
 
-    collapsed: bool
     dominant_class: str
     dominant_share: float
     source_share: float | None
-    output_spread: float
-    reason: str
+    classes: int
+    output_spread: float  # mean over outputs of their standard deviation across inputs
+    output_scale: float  # mean magnitude of the outputs
+
+    def judged(self, share: float = COLLAPSE_SHARE) -> str:
+        """Why the artifact collapsed at ``share``, or "" when it did not."""
+        scale, spread = self.output_scale, self.output_spread
+        if spread == 0.0 or spread <= CONSTANT_SPREAD * scale:
+            return (f"nearly constant outputs: their spread across inputs is {spread:.3g}, "
+                    f"{spread / scale if scale else 0.0:.2g} of their mean magnitude")  # fmt: skip
+        # the source giving that class as often explains it; without a source, two classes can
+        source = self.source_share
+        unexplained = self.classes >= 3 if source is None else source < SOURCE_SHARE_LIMIT
+        if self.dominant_share < share or not unexplained:
+            return ""
+        than = "" if source is None else f" (the source model: {source:.0%})"
+        return f"predicts {self.dominant_class!r} for {self.dominant_share:.0%} of the inputs{than}"
+
+    @property
+    def collapsed(self) -> bool:
+        return bool(self.judged())
+
+    @property
+    def reason(self) -> str:
+        return self.judged()
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "collapsed": self.collapsed, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, payload: dict[str, Any]) -> Collapse:
+        return cls(**{name: payload[name] for name in cls.__dataclass_fields__})
 
 
 def per_class(
@@ -156,26 +185,19 @@ def flips(
 def collapse(
     outputs: np.ndarray, names: tuple[str, ...], baseline: np.ndarray | None = None
 ) -> Collapse:
-    """One class for most inputs, or the same output for every input."""
+    """One class for most inputs, or the same output for every input (``.collapsed``)."""
     predicted = outputs.argmax(1)
     counts = np.bincount(predicted, minlength=len(names))
     dominant = int(counts.argmax())
-    share = float(counts[dominant] / len(predicted))
-    source_share = None if baseline is None else float(np.mean(baseline.argmax(1) == dominant))
     values = outputs.astype(np.float64)
-    spread = float(values.std(axis=0).mean())
-    scale = float(np.abs(values).mean())
-    if spread <= CONSTANT_SPREAD * scale or spread == 0.0:
-        reason = (f"nearly constant outputs: their spread across inputs is {spread:.3g}, "
-                  f"{spread / scale if scale else 0.0:.2g} of their mean magnitude")  # fmt: skip
-        return Collapse(True, names[dominant], share, source_share, spread, reason)
-    # the source giving that class as often would explain it; without a source, two classes can
-    unexplained = len(names) >= 3 if source_share is None else source_share < SOURCE_SHARE_LIMIT
-    if share >= COLLAPSE_SHARE and unexplained:
-        than = "" if source_share is None else f" (the source model: {source_share:.0%})"
-        reason = f"predicts {names[dominant]!r} for {share:.0%} of the inputs{than}"
-        return Collapse(True, names[dominant], share, source_share, spread, reason)
-    return Collapse(False, names[dominant], share, source_share, spread, "")
+    return Collapse(
+        dominant_class=names[dominant],
+        dominant_share=float(counts[dominant] / len(predicted)),
+        source_share=None if baseline is None else float(np.mean(baseline.argmax(1) == dominant)),
+        classes=len(names),
+        output_spread=float(values.std(axis=0).mean()),
+        output_scale=float(np.abs(values).mean()),
+    )
 
 
 def shared_flips(flipped: dict[str, list[int]]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from edgekit.common.budget import DropBudget
 from edgekit.errors import UserInputError
 from edgekit.measure.accuracy import AccuracyRecord
-from edgekit.measure.flips import COLLAPSE_SHARE
+from edgekit.measure.flips import COLLAPSE_SHARE, Collapse
 from edgekit.measure.gates import GateResult
 from edgekit.results import Results
 
@@ -51,6 +51,18 @@ class PredictionBounds:
     max_flips: FlipBound | None = None
     fail_on_collapse: bool = False
     point_estimate: bool = False
+    collapse_share: float = COLLAPSE_SHARE
+
+    def __post_init__(self) -> None:
+        if self.max_class_drop is not None and not 0 <= self.max_class_drop <= 100:
+            raise UserInputError(
+                f"--max-class-drop {self.max_class_drop:g}: expected points of top-1, 0 to 100"
+            )
+        if not 0 < self.collapse_share <= 1:
+            raise UserInputError(
+                f"--collapse-share {self.collapse_share:g}: expected a share of the inputs, "
+                "above 0 and at most 1"
+            )
 
     @property
     def any(self) -> bool:
@@ -83,14 +95,18 @@ def prediction_gates(record: AccuracyRecord, bounds: PredictionBounds) -> list[G
         changed = flips["changed"]
         results.append(GateResult(name, device, what, changed, limit, changed <= limit, detail))
     if bounds.fail_on_collapse:
-        found = record.collapse or {}
-        detail = found.get("reason") or (
-            f"no collapse: {found.get('dominant_class')!r} is the most predicted class, for "
-            f"{found.get('dominant_share', 0.0):.0%} of the inputs"
+        if not record.collapse:
+            raise UserInputError(f"{record.artifact}: no collapse figures (evaluated by an older "
+                                 "edgekit: evaluate it again)")  # fmt: skip
+        found = Collapse.from_dict(record.collapse)
+        reason = found.judged(bounds.collapse_share)
+        detail = reason or (
+            f"no collapse: {found.dominant_class!r} is the most predicted class, for "
+            f"{found.dominant_share:.0%} of the inputs"
         )
-        results.append(GateResult(name, device, "collapse (share of the top class)",
-                                  found.get("dominant_share", 0.0), COLLAPSE_SHARE,
-                                  not found.get("collapsed", False), detail))  # fmt: skip
+        what = f"collapse (share of the top class, max {bounds.collapse_share:g})"
+        results.append(GateResult(name, device, what, found.dominant_share,
+                                  bounds.collapse_share, not reason, detail))  # fmt: skip
     return results
 
 
