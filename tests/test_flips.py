@@ -167,7 +167,9 @@ def test_check_fails_a_lost_class_and_names_it_with_its_interval(export_digits, 
         assert_class_drop(lost, max_class_drop=5.0)
 
 
-def test_check_fails_a_collapsed_file_counts_its_flips_and_takes_a_threshold(export_digits, tmp_path, capsys):
+def test_check_fails_a_collapsed_file_counts_its_flips_and_takes_a_threshold(
+    export_digits, tmp_path, capsys
+):
     collapsed = _with_class_bias(export_digits("onnx", "fp32"), tmp_path, "all7.onnx", 7, 100.0)
     result = run_cli(capsys, "check", str(collapsed), "--fail-on-collapse", "--max-flips", "2%",
                      "--json")  # fmt: skip
@@ -210,3 +212,21 @@ def test_eval_prints_the_flips_and_results_carry_them(export_digits, tmp_path, c
     assert "worst class '3'" in table.out and "all7.onnx" in table.out
     assert f"the same images flip: {counted['changed']} flipped on all 2;" in table.out
     assert "COLLAPSED: predicts '7'" in table.err + table.out
+
+
+def test_check_applies_the_prediction_gates_to_every_row_of_a_run(tmp_path, capsys):
+    import shutil
+    from pathlib import Path
+
+    recorded = Path(__file__).parent / "data" / "results_recorded.json"
+    shutil.copy(recorded, tmp_path / "results.json")
+    rows = [r for r in json.loads(recorded.read_text())["rows"]
+            if r["kind"] == "artifact" and r.get("accuracy")]  # fmt: skip
+    result = run_cli(capsys, "check", str(tmp_path), "--max-flips", "100%", "--fail-on-collapse",
+                     "--json")  # fmt: skip
+    assert result.code == 0, result.err
+    gates = json.loads(result.out)["gates"]
+    assert len(gates) == 2 * len(rows) > 0
+    tight = run_cli(capsys, "check", str(tmp_path), "--max-flips", "0", "--json")
+    int8 = [r for r in rows if r["recipe"] == "int8" and r["accuracy"]["flips"]["changed"]]
+    assert tight.code == (1 if int8 else 0)

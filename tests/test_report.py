@@ -165,6 +165,53 @@ def test_report_is_rebuilt_from_results_json_alone(run_dir, capsys):
     assert summary["recommendation"].endswith("@ cpu x1")
 
 
+def test_report_says_what_quantization_changed_with_its_plots(run_dir, capsys):
+    assert run_cli(capsys, "report", str(run_dir)).code == 0
+    markdown = (run_dir / "report.md").read_text()
+    section = markdown.split("## What quantization changed")[1].split("\n## ")[0]
+    flipped = [row for row in load_results(run_dir).rows
+               if row.accuracy and row.accuracy["flips"]["changed"]]  # fmt: skip
+    assert flipped, "the recorded run has an int8 row that flipped an image"
+    for row in flipped:
+        flips = row.accuracy["flips"]
+        where = row.label.rsplit(" x", 1)[0]
+        assert f"- {where}: {flips['changed']} of {flips['samples']} top-1 predictions" in section
+    assert "Benjamini-Hochberg" in section
+    for name in ("classes", "flips"):  # drops per class and the flip-risk curve
+        assert (run_dir / "plots" / f"{name}.png").stat().st_size > 10_000
+
+
+def test_each_target_has_a_colour_family_and_each_recipe_a_shade():
+    from matplotlib.colors import to_hex
+
+    from edgekit.report.style import series_colours
+
+    labels = [f"{t}/{r}" for t in ("tflite", "executorch", "onnx")
+              for r in ("fp32", "fp16", "int8", "int8-dynamic")]  # fmt: skip
+    colours = series_colours(labels)
+    assert len({to_hex(colour) for colour in colours.values()}) == 12  # the cycle had 10
+    blue, orange = colours["tflite/fp32"], colours["executorch/fp32"]
+    assert blue[2] > blue[0] and orange[0] > orange[2]  # Blues for tflite, Oranges for pte
+
+
+def test_log_axes_label_their_ticks_as_plain_numbers():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from edgekit.report.style import plain_log_ticks
+
+    fig, ax = plt.subplots()
+    ax.set_xscale("log")
+    ax.set_xlim(0.05, 30)
+    plain_log_ticks(ax.xaxis)
+    fig.canvas.draw()
+    labels = [tick.get_text() for tick in ax.get_xticklabels()]
+    plt.close(fig)
+    assert {"0.1", "1", "10"} <= set(labels) and not any("10^" in label for label in labels)
+
+
 def test_report_of_a_folder_without_results(tmp_path, capsys):
     result = run_cli(capsys, "report", str(tmp_path))
     assert result.code == 2 and "no results.json" in result.err

@@ -149,13 +149,18 @@ def run_accuracy_gates(
 ) -> list[GateResult]:
     """Accuracy gates on every row of a run's results.json that has an accuracy figure."""
     gates = []
-    for row in results.rows:
-        if row.kind != "artifact" or not row.accuracy:
-            continue
-        record = AccuracyRecord.from_dict(row.accuracy)
-        record.label = row.label
+    for record in accuracy_records(results):
         gates += accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)
     return gates
+
+
+def accuracy_records(results: Results) -> list[AccuracyRecord]:
+    """The accuracy record of each artifact row of a run that has one, labelled as its row."""
+    records = []
+    for row in results.rows:
+        if row.kind == "artifact" and row.accuracy:
+            records.append(replace(AccuracyRecord.from_dict(row.accuracy), label=row.label))
+    return records
 
 
 def _input_shape(artifact: Artifact) -> tuple[int, ...]:

@@ -10,7 +10,7 @@ from edgekit.common.budget import DropBudget
 from edgekit.errors import UserInputError
 from edgekit.measure.accuracy import AccuracyRecord
 from edgekit.measure.flips import COLLAPSE_SHARE, Collapse
-from edgekit.measure.gates import GateResult
+from edgekit.measure.gates import GateResult, accuracy_records
 from edgekit.results import Results
 
 
@@ -133,10 +133,6 @@ def _class_drop_gate(record: AccuracyRecord, points: float, point_estimate: bool
 def run_prediction_gates(results: Results, bounds: PredictionBounds) -> list[GateResult]:
     """The same gates on every row of a run's results.json that has an accuracy figure."""
     gates = []
-    for row in results.rows:
-        if row.kind != "artifact" or not row.accuracy:
-            continue
-        record = AccuracyRecord.from_dict(row.accuracy)
-        record.label = row.label
+    for record in accuracy_records(results):
         gates += prediction_gates(record, bounds)
     return gates

@@ -1,5 +1,6 @@
 """The report's plots: latency against drop (both intervals as error bars, target by colour,
-recipe by marker, a legend instead of labels that collide), latency distributions, sizes."""
+recipe by marker, a legend instead of labels that collide), latency distributions, sizes,
+per-layer time, and what quantization changed (``change_plots``)."""
 
 from __future__ import annotations
 
@@ -7,20 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from edgekit.common.stats import median_interval
+from edgekit.report.change_plots import class_drop_plot, flip_risk_plot
 from edgekit.report.recommend import measured, pareto_front
+from edgekit.report.style import plain_log_ticks, save_figure, series_colours
 from edgekit.results import Results
 
 COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
-
-
-def _save(fig: Any, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
 
 
 def _pareto(results: Results, out_dir: Path) -> Path | None:
@@ -72,11 +66,12 @@ def _pareto(results: Results, out_dir: Path) -> Path | None:
         ax.axhline(budget, color="gray", linestyle="--")
         handles.append(Line2D([], [], color="gray", linestyle="--", label=f"budget {budget:g}"))
     ax.set_xscale("log")
+    plain_log_ticks(ax.xaxis)
     ax.set_xlabel("p50 latency (ms, log scale; bars: 95% interval of the median)")
     ax.set_ylabel("top-1 drop against the baseline (points; bars: 95% interval)")
     ax.set_title("latency against accuracy drop")
     ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
-    return _save(fig, out_dir / "pareto.png")
+    return save_figure(fig, out_dir / "pareto.png")
 
 
 def plots(results: Results, out_dir: Path) -> dict[str, Path]:
@@ -96,10 +91,11 @@ def plots(results: Results, out_dir: Path) -> dict[str, Path]:
         ax.boxplot([r.samples_ms for r in timed], vert=False, showfliers=True,
                    tick_labels=[r.label for r in timed])  # fmt: skip
         ax.set_xscale("log")
+        plain_log_ticks(ax.xaxis)
         ax.set_xlabel("latency per inference (ms, log scale)")
         ax.set_title("latency distributions")
         ax.tick_params(axis="y", labelsize=7)
-        paths["latency"] = _save(fig, out_dir / "latency.png")
+        paths["latency"] = save_figure(fig, out_dir / "latency.png")
     sized = {f"{r.target}/{r.precision}": r.size_bytes / 1024 for r in results.rows if r.size_bytes}
     if sized:
         fig, ax = plt.subplots(figsize=(8, max(3, 0.35 * len(sized) + 1)))
@@ -107,7 +103,13 @@ def plots(results: Results, out_dir: Path) -> dict[str, Path]:
         ax.set_xlabel("artifact size (KB)")
         ax.set_title("size per artifact")
         ax.tick_params(axis="y", labelsize=7)
-        paths["size"] = _save(fig, out_dir / "size.png")
+        paths["size"] = save_figure(fig, out_dir / "size.png")
+    for name, made in (
+        ("classes", class_drop_plot(results, out_dir / "classes.png")),
+        ("flips", flip_risk_plot(results, out_dir / "flips.png")),
+    ):
+        if made is not None:
+            paths[name] = made
     if results.run.get("profiles"):
         paths["layers"] = layer_plot(results.run["profiles"], out_dir / "layers.png")
     return paths
@@ -128,16 +130,17 @@ def layer_plot(profiles: list[dict[str, Any]], path: Path, top: int = 12) -> Pat
             times.setdefault(layer["name"], {})[profile["label"]] = layer["ms"]
     names = sorted(times, key=lambda name: -max(times[name].values()))[:top][::-1]
     labels = [profile["label"] for profile in profiles]
+    colours = series_colours(labels)  # a colour family per target, a shade per recipe
     height = 0.8 / max(len(labels), 1)
     fig, ax = plt.subplots(figsize=(9, max(3, 0.3 * len(names) * max(len(labels), 1) / 2 + 1.5)))
     positions = np.arange(len(names))
     for index, label in enumerate(labels):
         values = [times[name].get(label, 0.0) for name in names]
         ax.barh(positions + index * height, values, height, label=label,
-                color=COLOURS[index % len(COLOURS)])  # fmt: skip
+                color=colours[label])  # fmt: skip
     ax.set_yticks(positions + height * (len(labels) - 1) / 2, names, fontsize=7)
     ax.set_xlabel("time per inference (ms), from each runtime's own profiler")
     ax.set_title(f"the {len(names)} most expensive layers")
     ax.legend(fontsize=7)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return _save(fig, path)
+    return save_figure(fig, path)
