@@ -194,6 +194,32 @@ def test_each_target_has_a_colour_family_and_each_recipe_a_shade():
     assert blue[2] > blue[0] and orange[0] > orange[2]  # Blues for tflite, Oranges for pte
 
 
+@pytest.mark.parametrize(("column", "cell", "shade"), [
+    ("speed-up, this run [95% CI]", "1.50x [1.20, 1.90]", "better"),
+    ("speed-up, this run [95% CI]", "1.10x [0.95, 1.30]", ""),  # the interval holds 1
+    ("vs its fp32 [95% CI]", "0.62x [0.43, 0.88]", "worse"),
+    ("drop [95% CI]", "+0.44 [+0.11, +0.89]", "worse"),
+    ("drop [95% CI]", "+0.22 [+0.00, +0.56]", ""),  # the interval holds 0
+    ("drop [95% CI]", "-0.50 [-0.90, -0.10]", "better"),
+    ("top-1", "98.89 %", ""),
+])  # fmt: skip
+def test_a_figure_is_coloured_only_when_its_interval_excludes_the_null(column, cell, shade):
+    from edgekit.report.page import significance
+
+    assert significance(column, cell) == shade
+
+
+def test_the_page_opens_with_headline_cards_and_a_sortable_filterable_table(run_dir, capsys):
+    assert run_cli(capsys, "report", str(run_dir)).code == 0
+    page = (run_dir / "report.html").read_text()
+    summary = json.loads((run_dir / "report.json").read_text())
+    cards = page.split('<div class="cards">')[1].split("</div></div></div>")[0]
+    assert summary["recommendation"] in cards and "speed-up over the baseline" in cards
+    assert load_results(run_dir).run["machine"]["id"] in cards
+    assert '<table class="sortable" id="results-0">' in page and 'data-table="results-0"' in page
+    assert "http://" not in page and "https://" not in page  # offline: nothing fetched
+
+
 def test_log_axes_label_their_ticks_as_plain_numbers():
     import matplotlib
 

@@ -4,13 +4,13 @@ target, device or quantizer is imported here."""
 
 from __future__ import annotations
 
-import base64
 import html
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edgekit.common.fileio import write_bytes_atomic, write_json_atomic
+from edgekit.report import page
 from edgekit.report.changes import prediction_change_lines
 from edgekit.report.plots import plots
 from edgekit.report.profiles import profile_lines
@@ -155,6 +155,7 @@ class ReportContent:
     aware: list[str]
     sections: list[Section]
     images: dict[str, Path]
+    machine: dict[str, Any] | None = None  # the run's fingerprint
 
     @property
     def multi(self) -> bool:
@@ -197,6 +198,7 @@ def _content(results: Results, run_dir: Path) -> ReportContent:
         aware=accuracy_aware_lines(results),
         sections=sections,
         images=plots(results, run_dir / "plots"),
+        machine=run.get("machine") or {},
     )
 
 
@@ -252,26 +254,15 @@ def _summary(content: ReportContent, results: Results) -> dict[str, Any]:
     return summary
 
 
-def _html_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
 def _html(content: ReportContent) -> str:
-    title, intro, budget = content.title, content.intro, content.budget
-    blocks, cross, aware, images = content.blocks, content.cross, content.aware, content.images
-    figures = "".join(
-        f'<figure><img alt="{name}" src="data:image/png;base64,'
-        f'{base64.b64encode(path.read_bytes()).decode()}"><figcaption>{name}</figcaption></figure>'
-        for name, path in images.items()
-    )
-    multi = len(blocks) > 1
+    blocks, multi = content.blocks, content.multi
     level = "h3" if multi else "h2"
-    parts = [f"<h2>Across models</h2>{_html_table(CROSS_COLUMNS, cross)}"] if multi else []
-    for block in blocks:
+    intro = "".join(f"<li>{html.escape(line)}</li>" for line in content.intro)
+    cards = page.headline_cards(blocks[0].advice, content.machine or {})
+    parts = [f"<h1>{html.escape(content.title)}</h1>", cards, f"<ul>{intro}</ul>"]
+    if multi:
+        parts.append(f"<h2>Across models</h2>{page.table(CROSS_COLUMNS, content.cross)}")
+    for index, block in enumerate(blocks):
         reasons = "".join(
             f"<li>{html.escape(label)}: {html.escape(why)}</li>"
             for label, why in block.advice.reasons
@@ -279,28 +270,20 @@ def _html(content: ReportContent) -> str:
         parts.append(
             (f"<h2>{html.escape(block.name)}</h2>" if multi else "")
             + f"<{level}>Recommendation</{level}><p><b>{html.escape(block.advice.summary)}</b> "
-            f"(budget: {budget:g} points)</p><ul>{reasons}</ul>"
-            f"<{level}>Results</{level}>{_html_table(COLUMNS, block.table)}"
+            f"(budget: {content.budget:g} points)</p><ul>{reasons}</ul>"
+            f"<{level}>Results</{level}>{page.table(COLUMNS, block.table, f'results-{index}')}"
         )
-    items = "".join(f"<li>{html.escape(line)}</li>" for line in intro)
-    aware_html = (
-        "<h2>Accuracy-aware int8</h2><pre>" + html.escape("\n".join(aware)) + "</pre>"
-        if aware
-        else ""
-    )
-    missing_html = "".join(
-        f"<h2>{html.escape(section.heading)}</h2>"
-        + (
-            "<pre>" + html.escape("\n".join(section.lines)) + "</pre>"
-            if section.preformatted
-            else "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in section.lines) + "</ul>"
-        )
-        for section in content.sections
-        if section.lines
-    )
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:13px}}
-td,th{{border:1px solid #ccc;padding:3px 6px}}th{{background:#eee}}img{{max-width:900px}}</style>
-</head><body><h1>{html.escape(title)}</h1><ul>{items}</ul>
-{"".join(parts)}{aware_html}{missing_html}
-<h2>Plots</h2>{figures}</body></html>"""
+    if content.aware:
+        parts.append("<h2>Accuracy-aware int8</h2><ul>"
+                     + "".join(f"<li>{html.escape(line)}</li>" for line in content.aware)
+                     + "</ul>")  # fmt: skip
+    for section in content.sections:
+        if not section.lines:
+            continue
+        if section.preformatted:
+            inner = "<pre>" + html.escape("\n".join(section.lines)) + "</pre>"
+        else:
+            inner = "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in section.lines) + "</ul>"
+        parts.append(f"<h2>{html.escape(section.heading)}</h2>{inner}")
+    parts.append(f"<h2>Plots</h2>{page.figures(content.images)}")
+    return page.page(content.title, "".join(parts))
