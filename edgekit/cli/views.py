@@ -132,23 +132,14 @@ def accuracy(records: list[Any]) -> None:
 def prediction_changes(records: list[Any]) -> None:
     """Flips both ways, the worst class with its interval, a collapse, and shared flips."""
     from edgekit.measure.flips import shared_flips
+    from edgekit.report.changes import flips_sentence
 
     for r in records:
         if r.collapse and r.collapse["collapsed"]:
             warn(f"{r.label} COLLAPSED: {r.collapse['reason']}")
         if not r.flips:
             continue
-        f = r.flips
-        line = (f"  {r.label} flips: {f['changed']} of {f['samples']} top-1 changed "
-                f"({f['right_to_wrong']} right->wrong, {f['wrong_to_right']} wrong->right, "
-                f"{f['wrong_to_other_wrong']} wrong->other wrong), "
-                f"McNemar p={f['mcnemar_p']:.3g}")  # fmt: skip
-        worst = max(r.per_class, key=lambda c: c["drop_ci"][1], default=None)
-        if worst is not None and worst["drop_ci"][1] > 0:
-            low, high = worst["drop_ci"]
-            line += (f"; worst class {worst['name']!r} drop {worst['drop_points']:+.2f} "
-                     f"[{low:+.2f}, {high:+.2f}], "
-                     f"adjusted p={worst['p_adjusted']:.3g}")  # fmt: skip
+        line = f"  {r.label} flips: {flips_sentence(r.flips, r.per_class)}"
         console.print(line, soft_wrap=True)
     compared = [r for r in records if r.flips and r.flips["indices"]]  # what flipped any
     names = [f"{r.label} on {r.device}" for r in compared]

@@ -3,7 +3,28 @@ worst class with its interval, a collapse; then whether the same images flip eve
 
 from __future__ import annotations
 
+from typing import Any
+
 from edgekit.results import Results
+
+
+def flips_sentence(flips: dict[str, Any], per_class: list[dict[str, Any]]) -> str:
+    """``3 of 899 top-1 predictions changed (...), McNemar p=0.5; worst class '2': drop ...``:
+    the flips both ways and the class whose interval reaches highest (when above zero)."""
+    sentence = (
+        f"{flips['changed']} of {flips['samples']} top-1 predictions changed "
+        f"({flips['right_to_wrong']} right -> wrong, {flips['wrong_to_right']} wrong -> "
+        f"right, {flips['wrong_to_other_wrong']} wrong -> another wrong), McNemar "
+        f"p={flips['mcnemar_p']:.3g}"
+    )
+    worst = max(per_class, key=lambda change: change["drop_ci"][1], default=None)
+    if worst is not None and worst["drop_ci"][1] > 0:
+        low, high = worst["drop_ci"]
+        sentence += (
+            f"; worst class {worst['name']!r}: drop {worst['drop_points']:+.2f} "
+            f"[{low:+.2f}, {high:+.2f}] points, adjusted p={worst['p_adjusted']:.3g}"
+        )
+    return sentence
 
 
 def prediction_change_lines(results: Results) -> list[str]:
@@ -19,20 +40,7 @@ def prediction_change_lines(results: Results) -> list[str]:
             lines.append(f"{where}: COLLAPSED, {found['reason']}")
         if not flips:
             continue
-        line = (
-            f"{where}: {flips['changed']} of {flips['samples']} top-1 predictions changed "
-            f"({flips['right_to_wrong']} right -> wrong, {flips['wrong_to_right']} wrong -> "
-            f"right, {flips['wrong_to_other_wrong']} wrong -> another wrong), McNemar "
-            f"p={flips['mcnemar_p']:.3g}"
-        )
-        classes = accuracy.get("per_class") or []
-        worst = max(classes, key=lambda change: change["drop_ci"][1], default=None)
-        if worst is not None and worst["drop_ci"][1] > 0:
-            low, high = worst["drop_ci"]
-            line += (
-                f"; worst class {worst['name']!r}: drop {worst['drop_points']:+.2f} "
-                f"[{low:+.2f}, {high:+.2f}] points, adjusted p={worst['p_adjusted']:.3g}"
-            )
+        line = f"{where}: {flips_sentence(flips, accuracy.get('per_class') or [])}"
         lines.append(line)
     for model, shared in (results.run.get("flips_across") or {}).items():
         if not shared["pairs"]:  # fewer than two artifacts flipped anything
