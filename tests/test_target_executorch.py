@@ -81,6 +81,38 @@ def test_session_stages_outside_the_timed_call(target, artifacts, digits_data):
     session.close()
 
 
+RUN_WITHOUT_THE_COMPILER = """
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from edgekit.artifacts.artifact import load_artifact
+from edgekit.targets import get_target
+
+artifact = load_artifact(Path(sys.argv[1]))
+session = get_target("executorch").open(artifact.path, artifact.manifest, threads=1)
+out = session.predict(np.zeros((1, 1, 32, 32), np.float32))
+loaded_compiler = "executorch.exir.pass_base" in sys.modules
+from executorch.exir import to_edge_transform_and_lower  # an export after it still works
+print(out.shape, loaded_compiler, callable(to_edge_transform_and_lower))
+"""
+
+
+def test_running_a_pte_leaves_the_compiler_unloaded_and_an_export_after_it_works(artifacts):
+    """Loading ExecuTorch's compiler cost about 8 s per process: a worker never needs it."""
+    import subprocess
+    import sys
+
+    path, _, _ = artifacts["fp32"]
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_WITHOUT_THE_COMPILER, str(path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[-2] == "(1, 10) False True", done.stdout
+
+
 def test_threads_setting_is_what_the_runtime_reports(target, artifacts):
     path, manifest, _ = artifacts["fp32"]
     session = target.open(path, manifest, threads=2)

@@ -122,9 +122,9 @@ class ExecuTorchTarget(Target):
     def check(self) -> dict[str, Any]:
         facts = super().check()
         try:
-            from executorch.runtime import Runtime
+            from edgekit.targets.executorch.session import runtime
 
-            registry = Runtime.get().backend_registry
+            registry = runtime().Runtime.get().backend_registry
             facts["backends"] = list(registry.registered_backend_names)
             facts["xnnpack"] = bool(registry.is_available("XnnpackBackend"))
         except Exception as exc:

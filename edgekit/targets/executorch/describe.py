@@ -6,6 +6,7 @@ from pathlib import Path
 
 from edgekit.errors import UserInputError, first_line
 from edgekit.targets.base import FileFacts
+from edgekit.targets.executorch.session import runtime
 from edgekit.targets.session import TensorSpec
 
 # ExecuTorch ScalarType codes -> numpy dtype names
@@ -14,10 +15,11 @@ SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "f
 
 
 def describe(path: Path) -> FileFacts:
-    from executorch.runtime import Runtime, Verification
-
+    bindings = runtime()
     try:
-        program = Runtime.get().load_program(Path(path), verification=Verification.Minimal)
+        program = bindings.Runtime.get().load_program(
+            Path(path), verification=bindings.Verification.Minimal
+        )
         meta = program.metadata("forward")
     except Exception as exc:
         raise UserInputError(f"{path}: ExecuTorch cannot load it ({first_line(exc)})") from None

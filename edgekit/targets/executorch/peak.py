@@ -52,14 +52,14 @@ def _fp16_program(size: int, rebuild: bool = False) -> bytes:
 
 def _executorch_fp16(size: int, threads: int) -> Call:
     import torch
-    from executorch.runtime import Runtime
 
     from edgekit.common.quiet import quiet_native
-    from edgekit.targets.executorch.session import set_threads
+    from edgekit.targets.executorch.session import runtime, set_threads
 
     x = torch.randn(size, size, generator=torch.Generator().manual_seed(0)).half()
     with quiet_native():
         set_threads(threads)  # ExecuTorch's threadpool is process-wide
+        Runtime = runtime().Runtime
         try:
             loaded = Runtime.get().load_program(_fp16_program(size))
         except RuntimeError:  # a damaged cached program: export it again

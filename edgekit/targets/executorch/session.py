@@ -5,6 +5,8 @@ core with XNNPACK); the same staging either way: NCHW in the manifest's dtype.""
 
 from __future__ import annotations
 
+import sys
+import types
 import warnings
 import weakref
 from importlib import metadata
@@ -17,6 +19,47 @@ from edgekit.errors import DeviceUnavailable, UserInputError, first_line
 from edgekit.targets.manifest import Manifest
 from edgekit.targets.session import Accelerator, Session
 
+# ExecuTorch's runtime bindings (``executorch.runtime``) without its compiler. The pybindings
+# module imports one leaf, ``executorch.exir._warnings`` (two decorators), and
+# through the ``executorch.exir`` package's ``__init__`` that pulls in the whole compiler: torch's
+# dynamo and inductor and the edge-op tables. On the pinned ExecuTorch that was most of the cost of
+# loading a .pte: on a 2-core Intel Xeon VM the import took about 8 s beside torch's own 2.5 s, and
+# every worker that runs a .pte pays it. So the leaf is imported with an empty stand-in for its
+# package, which is removed again at once: a later ``import executorch.exir`` (an export in the
+# same process) runs the real package as before. Where the stand-in does not take (another
+# ExecuTorch layout), the plain import runs.
+COMPILER = "executorch.exir"
+
+
+def runtime() -> types.ModuleType:
+    """``executorch.runtime``, imported without ``executorch.exir``'s package ``__init__``
+    unless something in this process already imported it."""
+    if "executorch.runtime" in sys.modules or COMPILER in sys.modules:
+        import executorch.runtime
+
+        return executorch.runtime
+    import executorch
+
+    stand_in = types.ModuleType(COMPILER)
+    stand_in.__path__ = [f"{path}/exir" for path in executorch.__path__]
+    sys.modules[COMPILER] = stand_in
+    executorch.exir = stand_in
+    try:
+        import executorch.runtime
+
+        return executorch.runtime
+    except ImportError:
+        pass  # the layout changed: the plain import below decides
+    finally:
+        # only the stand-in goes; the leaf it loaded stays bound where it was imported
+        del sys.modules[COMPILER]
+        del executorch.exir
+    sys.modules.pop("executorch.runtime", None)
+    import executorch.runtime
+
+    return executorch.runtime
+
+
 # sessions whose XNNPACK runtime shares the process-wide threadpool (see set_threads)
 _OPEN_SESSIONS: weakref.WeakSet = weakref.WeakSet()
 
@@ -27,6 +70,7 @@ def set_threads(threads: int) -> int:
     Resetting it under a loaded XNNPACK method is "unsafe" by its name, so it is done before
     loading, only when the count changes, and other open sessions are told they now share it.
     """
+    runtime()  # loads the pybindings without the compiler
     from executorch.extension.pybindings import portable_lib
 
     current = portable_lib._threadpool_get_thread_count()
@@ -44,9 +88,7 @@ def set_threads(threads: int) -> int:
 
 
 def registered_backends() -> list[str]:
-    from executorch.runtime import Runtime
-
-    return list(Runtime.get().backend_registry.registered_backend_names)
+    return list(runtime().Runtime.get().backend_registry.registered_backend_names)
 
 
 class HostSession(Session):
@@ -54,14 +96,14 @@ class HostSession(Session):
 
     def __init__(self, path: Path, manifest: Manifest, threads: int) -> None:
         import torch
-        from executorch.runtime import Runtime, Verification
 
+        bindings = runtime()
         if not path.exists():
             raise FileNotFoundError(path)
         effective = set_threads(threads)
-        runtime = Runtime.get()
+        loader = bindings.Runtime.get()
         try:
-            program = runtime.load_program(path, verification=Verification.Minimal)
+            program = loader.load_program(path, verification=bindings.Verification.Minimal)
             self._method = program.load_method("forward")
         except Exception as exc:  # the pybindings raise RuntimeError for a bad program
             raise UserInputError(f"{path}: ExecuTorch cannot load it ({first_line(exc)})") from None
@@ -77,7 +119,7 @@ class HostSession(Session):
             "threads": effective,
             "threads_requested": threads,
             "threadpool": "process-wide",
-            "backends": list(runtime.backend_registry.registered_backend_names),
+            "backends": list(loader.backend_registry.registered_backend_names),
         }
         _OPEN_SESSIONS.add(self)
 
@@ -147,7 +189,7 @@ def open_session(
     **options: Any,
 ) -> Session:
     try:
-        import executorch.runtime  # noqa: F401
+        runtime()
     except ImportError:
         return NumpyRuntimeSession(Path(path), manifest, threads)
     if accelerator == Accelerator.GPU:
