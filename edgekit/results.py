@@ -187,6 +187,7 @@ ACCURACY = {
     "confusion_change": list[list[int]] | None,
     "flips": dict[str, Any] | None,
     "collapse": dict[str, Any] | None,
+    "gallery": list[dict[str, Any]],
     "versus_host": {
         "max_abs_diff": float,
         "mean_abs_diff": float,
@@ -215,6 +216,8 @@ RUN = {
     "machine": dict[str, Any],
     "peaks": dict[str, dict[str, float]],
     "profiles": list[dict[str, Any]],
+    "absent_devices": dict[str, dict[str, Any]],
+    "flips_across": dict[str, dict[str, Any]],
 }
 AWARE = {
     "max_drop_points": float,
@@ -233,7 +236,84 @@ STEP = {
     "ratio_to_first": float | None,
     "ratio_ci": tuple[float, float] | None,
 }
+# what the report reads of each artifact's flips (edgekit.measure.flips, .gallery)
+FLIPS = {
+    "samples": int,
+    "changed": int,
+    "right_to_wrong": int,
+    "wrong_to_right": int,
+    "wrong_to_other_wrong": int,
+    "mcnemar_p": float,
+    "indices": list[int],
+    "by_margin": list[dict[str, Any]],
+}
+CLASS_CHANGE = {
+    "name": str,
+    "images": int,
+    "baseline_top1": float,
+    "top1": float,
+    "drop_points": float,
+    "drop_ci": tuple[float, float],
+    "p_value": float,
+    "p_adjusted": float,
+}
+COLLAPSE = {"collapsed": bool, "reason": str, "dominant_class": str, "dominant_share": float}
+FLIPPED_IMAGE = {
+    "index": int,
+    "label": str,
+    "way": str,
+    "source_top3": list[list[Any]],
+    "artifact_top3": list[list[Any]],
+    "png": str,
+}
+# the per-layer profiles ``edgekit run`` records (edgekit.analysis.profile)
+PROFILE = {
+    "label": str,
+    "method": str,
+    "layers": list[dict[str, Any]],
+    "ops_ms": float,
+    "total_ms": float | None,
+    "coverage": float | None,
+    "scaling": str | None,
+    "explanation": list[str],
+}
+LAYER = {"name": str, "ms": float, "share": float, "p50_ms": float | None}
+SHARED_FLIPS = {"pairs": list[dict[str, Any]], "flipped_by_all": list[int]}
+PAIR = {"a": str, "b": str, "both": int, "jaccard": float}
 ROW_TYPES = typing.get_type_hints(Row)
+
+
+def check_each(
+    items: list[Any], spec: dict[str, Any], where: str, required: tuple[str, ...] = ()
+) -> None:
+    for index, item in enumerate(items):
+        check_fields(item, spec, f"{where}[{index}]", required)
+
+
+def check_run(run: dict[str, Any], where: str) -> None:
+    """A results.json's run object, with the profiles and shared flips the report reads."""
+    check_fields(run, RUN, where, ("id", "model", "data", "config"))
+    if not isinstance(run["config"], dict):
+        raise UserInputError(f"{where}.config: must be an object, got {run['config']!r:.60}")
+    for index, profile in enumerate(run.get("profiles") or []):
+        check_fields(profile, PROFILE, f"{where}.profiles[{index}]", tuple(PROFILE)[:5])
+        check_each(profile["layers"], LAYER, f"{where}.profiles[{index}].layers",
+                   ("name", "ms", "share"))  # fmt: skip
+    for model, shared in (run.get("flips_across") or {}).items():
+        check_fields(shared, SHARED_FLIPS, f"{where}.flips_across.{model}", tuple(SHARED_FLIPS))
+        check_each(shared["pairs"], PAIR, f"{where}.flips_across.{model}.pairs", tuple(PAIR))
+
+
+def _check_accuracy(accuracy: dict[str, Any], where: str) -> None:
+    check_fields(accuracy, ACCURACY, where, ("drop_points", "drop_ci"))
+    if accuracy.get("flips"):
+        check_fields(accuracy["flips"], FLIPS, f"{where}.flips", tuple(FLIPS)[:6])
+    check_each(accuracy.get("per_class") or [], CLASS_CHANGE, f"{where}.per_class",
+               tuple(CLASS_CHANGE))  # fmt: skip
+    if accuracy.get("collapse"):
+        check_fields(accuracy["collapse"], COLLAPSE, f"{where}.collapse", ("collapsed",))
+    check_each(accuracy.get("gallery") or [], FLIPPED_IMAGE, f"{where}.gallery",
+               tuple(FLIPPED_IMAGE))  # fmt: skip
 
 
 def check_row(entry: Any, where: str) -> Row:
@@ -245,7 +325,7 @@ def check_row(entry: Any, where: str) -> Row:
         if kind is not None and not matches(value, kind):
             raise UserInputError(f"{where}.{key}: must be {type_name(kind)}, got {value!r:.60}")
     if entry.get("accuracy"):
-        check_fields(entry["accuracy"], ACCURACY, f"{where}.accuracy", ("drop_points", "drop_ci"))
+        _check_accuracy(entry["accuracy"], f"{where}.accuracy")
     if entry.get("coverage"):
         check_fields(entry["coverage"], COVERAGE, f"{where}.coverage", ("total_ops", "fast_ops"))
     versus = (entry.get("accuracy") or {}).get("versus_host")
@@ -280,7 +360,7 @@ def load_results(run_dir: Path) -> Results:
         )
     if not isinstance(payload["rows"], list):
         raise UserInputError(f"{path}: 'rows' must be a list")
-    check_fields(payload["run"], RUN, f"{path}: run", ("id", "model", "data", "config"))
+    check_run(payload["run"], f"{path}: run")
     rows = [
         check_row(entry, f"{path}: rows[{index}]") for index, entry in enumerate(payload["rows"])
     ]

@@ -62,7 +62,12 @@ def test_every_profile_says_how_it_was_measured_and_how_it_sums(profiled):
         layer_sum = sum(layer["ms"] for layer in profile["layers"])
         assert layer_sum == pytest.approx(profile["ops_ms"])
         assert profile["coverage"] == pytest.approx(layer_sum / profile["total_ms"])
-        assert {"name", "ms", "share", "ops", "method"} <= set(profile["layers"][0])
+        assert {"name", "ms", "share", "ops", "method", "p50_ms"} <= set(profile["layers"][0])
+        # the bars a report draws are shares that add up, and their ms add up to the p50
+        assert sum(layer["share"] for layer in profile["layers"]) == pytest.approx(1.0)
+        parts = sum(layer["p50_ms"] for layer in profile["layers"])
+        assert parts == pytest.approx(profile["total_ms"])
+        assert "scaled to the whole-model p50" in profile["scaling"]
 
 
 def test_int8_is_explained_against_the_same_targets_fp32(profiled):
@@ -116,7 +121,8 @@ def test_a_users_own_model_profiles(capsys, tmp_path, monkeypatch):
     assert result.code == 0, result.err[-2000:]
     result = run_cli(capsys, "profile", str(tmp_path / "tiny_cnn-fp32.onnx"), *QUICK)
     assert result.code == 0, result.err[-2000:]
-    assert "conv2" in result.out and "layers sum to" in result.out
+    assert "conv2" in result.out and "the profiler's op times summed to" in result.out
+    assert "shares add up to 100 % per artifact" in result.out
 
 
 def test_a_hint_says_why_int8_is_not_faster(export_digits):

@@ -106,14 +106,18 @@ def test_any_mutated_manifest_is_read_or_refused_in_one_line(manifest_case):
 
 
 def _read_results(folder: Path) -> None:
+    from edgekit.report.changes import prediction_change_section
+    from edgekit.report.profiles import profile_section
     from edgekit.report.recommend import pareto_front, recommend
-    from edgekit.report.tables import accuracy_aware_lines, machine_line, table_rows, unavailable
+    from edgekit.report.tables import accuracy_aware_section, machine_line, table_rows, unavailable
     from edgekit.results import load_results
 
     results = load_results(folder)
     table_rows(results)
     unavailable(results)
-    accuracy_aware_lines(results)
+    accuracy_aware_section(results)
+    prediction_change_section(results)
+    profile_section(results)
     machine_line(results.run)
     budget = results.run["config"].get("max_drop", 1.0)
     recommend(results.rows, budget).summary  # noqa: B018

@@ -156,7 +156,8 @@ def test_report_is_rebuilt_from_results_json_alone(run_dir, capsys):
     page = (run_dir / "report.html").read_text()
     plots = sorted(path.name for path in (run_dir / "plots").iterdir())
     assert "layers.png" in plots  # the recorded run profiled its host-CPU artifacts
-    assert page.count("data:image/png;base64,") == len(plots)  # every plot inside the page
+    inline = page.split("<h2>Plots</h2>")[1]
+    assert inline.count("data:image/png;base64,") == len(plots)  # every plot inside the page
     for name in ("pareto", "latency", "size"):
         assert (run_dir / "plots" / f"{name}.png").stat().st_size > 10_000
     assert "## Not available on this machine" in markdown
@@ -218,6 +219,42 @@ def test_the_page_opens_with_headline_cards_and_a_sortable_filterable_table(run_
     assert load_results(run_dir).run["machine"]["id"] in cards
     assert '<table class="sortable" id="results-0">' in page and 'data-table="results-0"' in page
     assert "http://" not in page and "https://" not in page  # offline: nothing fetched
+
+
+def test_the_page_shows_flipped_images_layer_bars_and_links_each_ruled_out_row(run_dir, capsys):
+    import base64
+    import re
+
+    assert run_cli(capsys, "report", str(run_dir)).code == 0
+    page = (run_dir / "report.html").read_text()
+    results = load_results(run_dir)
+    assert "<pre>" not in page  # every section is a list or a real table
+    # the gallery: each flipped image recorded, as a PNG, with both sides' top-3
+    flipped = [row for row in results.rows if row.accuracy and row.accuracy.get("gallery")]
+    assert flipped, "the recorded run has artifacts that flipped images"
+    for row in flipped:
+        where = row.label.rsplit(" x", 1)[0]
+        tiles = page.split(f'data-artifact="{where}">')[1].split("</div></figure></div>")[0]
+        for image in row.accuracy["gallery"]:
+            assert f'alt="image {image["index"]}"' in tiles
+            assert base64.b64decode(image["png"])[:8] == b"\x89PNG\r\n\x1a\n"
+            name, probability = image["artifact_top3"][0]
+            assert f"{name} {100 * probability:.0f}%" in tiles
+    # the per-layer table: a bar per cell, each artifact's shares adding up to 100 %
+    profiles = results.run["profiles"]
+    for profile in profiles:
+        assert sum(layer["share"] for layer in profile["layers"]) == pytest.approx(1.0)
+    layer_table = page.split("<h2>Where the time goes</h2>")[1].split("<h2>")[0]
+    widths = [float(w) for w in re.findall(r'class="bar" style="width:([\d.]+)%"', layer_table)]
+    assert widths and all(0 <= w <= 100 for w in widths) and max(widths) > 0
+    assert "scaled to the whole-model p50" in layer_table
+    # every row the recommendation ruled out links to its row of the results table
+    advice = recommend(results.rows, results.run["config"]["max_drop"])
+    for label, _ in advice.reasons:
+        anchor = re.search(rf'<a href="#([^"]+)">{re.escape(label)}</a>', page)
+        assert anchor and f'<tr id="{anchor.group(1)}">' in page, label
+    markdown = (run_dir / "report.md").read_text()
+    assert "Flipped images of " in markdown and "| image | true class |" in markdown
 
 
 def test_log_axes_label_their_ticks_as_plain_numbers():

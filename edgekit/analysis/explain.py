@@ -94,7 +94,7 @@ def findings(profile: Any, base: Any | None, census: Census, placed: list, isa: 
                        f"{where})"))  # fmt: skip
     for layer in profile.layers:
         if layer.name in (QUANT_GROUP, DATA_GROUP) and layer.ms and total:
-            causes.append((layer.ms, f"{100 * layer.share:.0f} % of the time in {layer.name} "
+            causes.append((layer.ms, f"{100 * layer.ms / total:.0f} % of the time in {layer.name} "
                            f"({len(layer.ops)} ops, {layer.ms:.3f} ms)"))  # fmt: skip
     overhead = total - profile.ops_ms
     if total and overhead > 0:

@@ -61,26 +61,35 @@ def profile(
 
 def show(profiles: list) -> None:
     """The most expensive layers, one column per artifact, then each artifact's summary."""
-    by_name: dict[str, dict[str, float]] = {}
+    from edgekit.analysis.profile import SCALING
+
+    by_name: dict[str, dict[str, object]] = {}
     for p in profiles:
         for layer in p.layers:
-            by_name.setdefault(layer.name, {})[p.label] = layer.ms
-    top = sorted(by_name, key=lambda name: -max(by_name[name].values()))[:TOP]
-    table = Table("layer", *[f"{p.label} ms (%)" for p in profiles],
+            by_name.setdefault(layer.name, {})[p.label] = layer
+    top = sorted(by_name, key=lambda name: -max(x.share for x in by_name[name].values()))[:TOP]
+    table = Table("layer", *[f"{p.label} ms (share)" for p in profiles],
                   title=f"the {len(top)} most expensive layers")  # fmt: skip
     for name in top:
         cells = []
         for p in profiles:
-            ms = by_name[name].get(p.label)
-            share = f" ({100 * ms / p.total_ms:.0f} %)" if ms is not None and p.total_ms else ""
-            cells.append("-" if ms is None else f"{ms:.3f}{share}")
+            layer = by_name[name].get(p.label)
+            if layer is None:
+                cells.append("-")
+                continue
+            ms = layer.p50_ms if layer.p50_ms is not None else layer.ms
+            cells.append(f"{ms:.3f} ({100 * layer.share:.0f} %)")
         table.add_row(name, *cells)
     console.print(table)
+    if any(p.total_ms for p in profiles):
+        console.print(f"ms: {SCALING}; shares add up to 100 % per artifact", soft_wrap=True,
+                      highlight=False)  # fmt: skip
     for p in profiles:
         coverage = "" if p.coverage is None else f", {100 * p.coverage:.0f} % of"
         console.print(
-            f"[bold]{p.label}[/] ({Path(p.artifact).name}): layers sum to {p.ops_ms:.3f} ms"
-            f"{coverage} the whole-model p50 {p.total_ms or float('nan'):.3f} ms; {p.method}",
+            f"[bold]{p.label}[/] ({Path(p.artifact).name}): the profiler's op times summed to "
+            f"{p.ops_ms:.3f} ms{coverage} the whole-model p50 "
+            f"{p.total_ms or float('nan'):.3f} ms; {p.method}",
             soft_wrap=True, highlight=False,
         )  # fmt: skip
         for line in p.explanation:

@@ -19,6 +19,7 @@ from edgekit.common.stats import mcnemar_exact, paired_bootstrap_drop
 from edgekit.devices import DEFAULT_DEVICE, as_device
 from edgekit.errors import DeviceUnavailable, UserInputError
 from edgekit.measure.flips import CORRECTION, collapse, confusion_change, flips, per_class
+from edgekit.measure.gallery import flip_gallery
 from edgekit.sources.data import Dataset, load_dataset
 from edgekit.sources.load import reload_model
 from edgekit.sources.preprocess import Preprocess
@@ -60,6 +61,8 @@ class AccuracyRecord:
     confusion_change: list[list[int]] | None = None
     flips: dict[str, Any] | None = None
     collapse: dict[str, Any] | None = None  # needs no labels: set for every artifact
+    # the flipped images with each side's top-3 (edgekit.measure.gallery), for the report
+    gallery: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         payload = asdict(self)
@@ -109,8 +112,10 @@ def compare_on_labels(
     labels: np.ndarray,
     class_names: tuple[str, ...],
     confidence: float = 0.95,
+    images: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """Every accuracy figure of ``outputs`` against ``baseline`` logits on ``labels``."""
+    """Every accuracy figure of ``outputs`` against ``baseline`` logits on ``labels``; with
+    the evaluated ``images``, the flipped ones as a gallery (edgekit.measure.gallery)."""
     artifact_correct = outputs.argmax(1) == labels
     baseline_correct = baseline.argmax(1) == labels
     figures = compare_outputs(baseline, outputs)
@@ -136,6 +141,8 @@ def compare_on_labels(
         "flips": flips(outputs, baseline, labels, confidence),
         "collapse": collapse(outputs, class_names, baseline).to_dict(),
     }
+    if images is not None:
+        result["gallery"] = flip_gallery(outputs, baseline, labels, images, class_names)
     if len(class_names) > 5:
         result["top5"] = top_k(outputs, labels, 5)
         result["baseline_top5"] = top_k(baseline, labels, 5)
@@ -241,7 +248,9 @@ def evaluate_artifact(
     if source is None:
         figures = labels_only(outputs, y, dataset.class_names)
     else:
-        figures = compare_on_labels(outputs, source.predict(x), y, dataset.class_names, confidence)
+        figures = compare_on_labels(
+            outputs, source.predict(x), y, dataset.class_names, confidence, images=x
+        )
     versus = None
     if where.traits(runtime).compare_to_host:
         if host_logits is None:

@@ -11,13 +11,14 @@ from typing import Any
 
 from edgekit.common.fileio import write_bytes_atomic, write_json_atomic
 from edgekit.report import page
-from edgekit.report.changes import prediction_change_lines
+from edgekit.report.changes import prediction_change_section
+from edgekit.report.content import Section, markdown_table, row_anchor, top3_text
 from edgekit.report.plots import plots
-from edgekit.report.profiles import profile_lines
+from edgekit.report.profiles import profile_section
 from edgekit.report.recommend import Recommendation, pareto_front, recommend_each
 from edgekit.report.tables import (
     COLUMNS,
-    accuracy_aware_lines,
+    accuracy_aware_section,
     assumptions,
     machine_line,
     table_rows,
@@ -36,6 +37,7 @@ class ModelBlock:
     advice: Recommendation
     table: list[list[str]]
     front: list[Row]
+    row_ids: list[str]  # each table row's anchor in report.html (row_anchor of its label)
 
 
 def model_blocks(results: Results, budget: float, point_estimate: bool) -> list[ModelBlock]:
@@ -46,9 +48,12 @@ def model_blocks(results: Results, budget: float, point_estimate: bool) -> list[
     blocks = []
     for name, recommendation in advice.items():
         mine = [row for row in results.rows if (row.model or "") == name]
-        cells = [cells for row, cells in zip(visible, table, strict=True)
+        pairs = [(row, cells) for row, cells in zip(visible, table, strict=True)
                  if (row.model or "") == name]  # fmt: skip
-        blocks.append(ModelBlock(name, recommendation, cells, pareto_front(mine)))
+        blocks.append(ModelBlock(
+            name, recommendation, [cells for _, cells in pairs], pareto_front(mine),
+            [row_anchor(row.label) for row, _ in pairs],
+        ))  # fmt: skip
     return blocks
 
 
@@ -127,22 +132,6 @@ def _intro(results: Results) -> list[str]:
     return lines
 
 
-def _markdown_table(columns: tuple[str, ...], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    body = ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
-    return lines + body
-
-
-@dataclass(frozen=True)
-class Section:
-    """A closing section of the report: its lines, listed, or as they are (``preformatted``:
-    a markdown table and list of its own)."""
-
-    heading: str
-    lines: list[str]
-    preformatted: bool = False
-
-
 @dataclass(frozen=True)
 class ReportContent:
     """Everything a report shows, computed once; markdown, HTML and JSON render it."""
@@ -152,7 +141,6 @@ class ReportContent:
     budget: float
     blocks: list[ModelBlock]
     cross: list[list[str]]
-    aware: list[str]
     sections: list[Section]
     images: dict[str, Path]
     machine: dict[str, Any] | None = None  # the run's fingerprint
@@ -184,8 +172,9 @@ def _content(results: Results, run_dir: Path) -> ReportContent:
     budget = config.get("max_drop", 1.0)
     blocks = model_blocks(results, budget, bool(config.get("point_estimate")))
     sections = [
-        Section("What quantization changed", prediction_change_lines(results)),
-        Section("Where the time goes", profile_lines(results), preformatted=True),
+        accuracy_aware_section(results),
+        prediction_change_section(results),
+        profile_section(results),
         Section("What edgekit assumed about files it did not make", assumptions(results)),
         Section("Not available on this machine", unavailable(results)),
     ]
@@ -195,7 +184,6 @@ def _content(results: Results, run_dir: Path) -> ReportContent:
         budget=budget,
         blocks=blocks,
         cross=across_models(results, blocks) if len(blocks) > 1 else [],
-        aware=accuracy_aware_lines(results),
         sections=sections,
         images=plots(results, run_dir / "plots"),
         machine=run.get("machine") or {},
@@ -205,7 +193,7 @@ def _content(results: Results, run_dir: Path) -> ReportContent:
 def _markdown(content: ReportContent) -> list[str]:
     md = [f"# {content.title}", "", *[f"- {line}" for line in content.intro], ""]
     if content.multi:
-        md += ["## Across models", "", *_markdown_table(CROSS_COLUMNS, content.cross), ""]
+        md += ["## Across models", "", *markdown_table(CROSS_COLUMNS, content.cross), ""]
     level = "###" if content.multi else "##"
     for block in content.blocks:
         if content.multi:
@@ -213,15 +201,12 @@ def _markdown(content: ReportContent) -> list[str]:
         md += [f"{level} Recommendation", "", f"**{block.advice.summary}** (budget: "
                f"{content.budget:g} points)", ""]  # fmt: skip
         md += [f"- {label}: {why}" for label, why in block.advice.reasons]
-        md += ["", f"{level} Results", "", *_markdown_table(COLUMNS, block.table), ""]
+        md += ["", f"{level} Results", "", *markdown_table(COLUMNS, block.table), ""]
         md += ["Pareto front (latency against drop): " + ", ".join(r.label for r in block.front)]
         md += [""]
-    if content.aware:
-        md += ["## Accuracy-aware int8", "", *content.aware, ""]
     for section in content.sections:
-        if section.lines:
-            listed = section.lines if section.preformatted else [f"- {x}" for x in section.lines]
-            md += [f"## {section.heading}", "", *listed, ""]
+        if section:
+            md += [f"## {section.heading}", "", *_markdown_section(section)]
     md += [f"![{name}](plots/{path.name})" for name, path in content.images.items()]
     return md
 
@@ -263,27 +248,61 @@ def _html(content: ReportContent) -> str:
     if multi:
         parts.append(f"<h2>Across models</h2>{page.table(CROSS_COLUMNS, content.cross)}")
     for index, block in enumerate(blocks):
+        # each row the budget or a tie ruled out links to its row of the results table
         reasons = "".join(
-            f"<li>{html.escape(label)}: {html.escape(why)}</li>"
+            f'<li class="failed-gate"><a href="#{row_anchor(label)}">{html.escape(label)}</a>: '
+            f"{html.escape(why)}</li>"
             for label, why in block.advice.reasons
         )
         parts.append(
             (f"<h2>{html.escape(block.name)}</h2>" if multi else "")
             + f"<{level}>Recommendation</{level}><p><b>{html.escape(block.advice.summary)}</b> "
             f"(budget: {content.budget:g} points)</p><ul>{reasons}</ul>"
-            f"<{level}>Results</{level}>{page.table(COLUMNS, block.table, f'results-{index}')}"
+            f"<{level}>Results</{level}>"
+            + page.table(COLUMNS, block.table, f"results-{index}", block.row_ids)
         )
-    if content.aware:
-        parts.append("<h2>Accuracy-aware int8</h2><ul>"
-                     + "".join(f"<li>{html.escape(line)}</li>" for line in content.aware)
-                     + "</ul>")  # fmt: skip
     for section in content.sections:
-        if not section.lines:
-            continue
-        if section.preformatted:
-            inner = "<pre>" + html.escape("\n".join(section.lines)) + "</pre>"
-        else:
-            inner = "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in section.lines) + "</ul>"
-        parts.append(f"<h2>{html.escape(section.heading)}</h2>{inner}")
+        if section:
+            parts.append(f"<h2>{html.escape(section.heading)}</h2>{_html_section(section)}")
     parts.append(f"<h2>Plots</h2>{page.figures(content.images)}")
     return page.page(content.title, "".join(parts))
+
+
+def _markdown_section(section: Section) -> list[str]:
+    lines = [f"- {line}" if not line.startswith("  ") else line for line in section.lines]
+    for table in section.tables:
+        lines += ["", *([f"{table.caption}", ""] if table.caption else [])]
+        lines += markdown_table(table.columns, table.rows)
+    if section.after:
+        lines.append("")
+        lines += [f"- {line}" if not line.startswith("  ") else line for line in section.after]
+    for where, images in section.gallery.items():
+        lines += ["", f"Flipped images of {where} (the first {len(images)}):", ""]
+        lines += markdown_table(
+            ("image", "true class", "change", "source top-3", "artifact top-3"),
+            [[str(i["index"]), i["label"], i["way"], top3_text(i["source_top3"]),
+              top3_text(i["artifact_top3"])] for i in images],
+        )  # fmt: skip
+    return [*lines, ""]
+
+
+def _html_section(section: Section) -> str:
+    def listed(lines: list[str]) -> str:
+        items, inner = [], []
+        for line in lines:  # "  - " lines are sub-items of the line before
+            if line.startswith("  ") and items:
+                inner.append(f"<li>{html.escape(line.strip().removeprefix('- '))}</li>")
+                continue
+            if inner:
+                items[-1] += f"<ul>{''.join(inner)}</ul>"
+                inner = []
+            items.append(html.escape(line))
+        if inner:
+            items[-1] += f"<ul>{''.join(inner)}</ul>"
+        return "<ul>" + "".join(f"<li>{item}</li>" for item in items) + "</ul>" if items else ""
+
+    parts = [listed(section.lines)]
+    parts += [page.captioned_table(table) for table in section.tables]
+    parts.append(listed(section.after))
+    parts += [page.gallery(where, images) for where, images in section.gallery.items()]
+    return "".join(parts)

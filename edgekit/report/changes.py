@@ -1,10 +1,12 @@
 """The report's "What quantization changed": per artifact, predictions flipped both ways, the
-worst class with its interval, a collapse; then whether the same images flip everywhere."""
+worst class with its interval, a collapse; then whether the same images flip everywhere, and
+the flipped images with each side's top-3."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from edgekit.report.content import Section
 from edgekit.results import Results
 
 
@@ -27,8 +29,11 @@ def flips_sentence(flips: dict[str, Any], per_class: list[dict[str, Any]]) -> st
     return sentence
 
 
-def prediction_change_lines(results: Results) -> list[str]:
+def prediction_change_section(results: Results) -> Section:
+    """Each artifact's flips sentence and collapse, the images several artifacts flip alike,
+    and each artifact's flipped images (its gallery, when the run recorded one)."""
     lines, seen = [], set()
+    gallery: dict[str, list[dict[str, Any]]] = {}
     for row in results.rows:
         accuracy = row.accuracy or {}
         flips, where = accuracy.get("flips"), row.label.rsplit(" x", 1)[0]
@@ -42,6 +47,8 @@ def prediction_change_lines(results: Results) -> list[str]:
             continue
         line = f"{where}: {flips_sentence(flips, accuracy.get('per_class') or [])}"
         lines.append(line)
+        if accuracy.get("gallery"):
+            gallery[where] = accuracy["gallery"]
     for model, shared in (results.run.get("flips_across") or {}).items():
         if not shared["pairs"]:  # fewer than two artifacts flipped anything
             continue
@@ -56,4 +63,4 @@ def prediction_change_lines(results: Results) -> list[str]:
             "Per-class intervals are 95 % paired bootstrap intervals; p-values are adjusted "
             "across classes (Benjamini-Hochberg)."
         )
-    return lines
+    return Section("What quantization changed", lines, gallery=gallery)

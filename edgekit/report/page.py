@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from edgekit.report.content import Table
+
 # "1.23x [0.98, 1.50]" or "+0.22 [+0.00, +0.56]": a figure and its interval, as tables.py
 # writes them
 INTERVAL = re.compile(r"^\s*([+-]?[\d.]+)(x?)\s*\[([+-]?[\d.]+),\s*([+-]?[\d.]+)\]")
@@ -29,7 +31,13 @@ th{background:#eee;cursor:pointer;position:sticky;top:0}th.sorted-asc::after{con
 th.sorted-desc::after{content:" \\25BC"}td.better{background:#e3f7e6}td.worse{background:#fde4e4}
 input.filter{margin:.4em 0;padding:4px 8px;width:320px}figure{margin:1em 0}
 img{max-width:100%}figcaption{font-size:12px;color:#555}
-.failed{color:#b00020;font-weight:600}
+.failed{color:#b00020;font-weight:600}li.failed-gate a{color:#b00020}
+td{position:relative}.bar{position:absolute;left:0;top:2px;bottom:2px;background:#dbe4ff;z-index:0}
+.bar-text{position:relative;z-index:1}tr:target{outline:2px solid #3b5bdb}
+.gallery{display:flex;flex-wrap:wrap;gap:10px}.gallery figure.flip{margin:0;width:170px;
+border:1px solid #ddd;border-radius:6px;padding:6px;font-size:12px}
+.gallery img{width:64px;image-rendering:pixelated;display:block;margin:0 auto 4px}
+.top3{display:flex;gap:8px;justify-content:space-between;margin-top:4px}
 """
 # a click on a header sorts by that column (numbers as numbers), again reverses; the filter box
 # hides rows without its text
@@ -88,16 +96,32 @@ def significance(column: str, cell: str) -> str:
     return "better" if above == larger_better else "worse"
 
 
-def table(columns: tuple[str, ...], rows: list[list[str]], table_id: str | None = None) -> str:
-    """A sortable table; with ``table_id``, a filter box above it."""
+def _cell(column: str, cell: str, bar: float | None) -> str:
+    shade = significance(column, cell)
+    kind = f' class="{shade}"' if shade else ""
+    if bar is None:
+        return f"<td{kind}>{html.escape(cell)}</td>"
+    width = max(0.0, min(1.0, bar)) * 100
+    return (f'<td{kind}><div class="bar" style="width:{width:.1f}%"></div>'
+            f'<span class="bar-text">{html.escape(cell)}</span></td>')  # fmt: skip
+
+
+def table(
+    columns: tuple[str, ...],
+    rows: list[list[str]],
+    table_id: str | None = None,
+    row_ids: list[str] | None = None,
+    bars: list[list[float | None]] | None = None,
+) -> str:
+    """A sortable table; with ``table_id``, a filter box above it; ``row_ids`` give rows an
+    id to link to, ``bars`` a share (0-1) drawn behind each cell that has one."""
     head = "".join(f"<th>{html.escape(column)}</th>" for column in columns)
     body = "".join(
-        "<tr>" + "".join(
-            f'<td class="{significance(column, cell)}">{html.escape(cell)}</td>'
-            if significance(column, cell) else f"<td>{html.escape(cell)}</td>"
-            for column, cell in zip(columns, row, strict=False)
+        (f'<tr id="{html.escape(row_ids[index])}">' if row_ids else "<tr>") + "".join(
+            _cell(column, cell, bars[index][place] if bars else None)
+            for place, (column, cell) in enumerate(zip(columns, row, strict=False))
         ) + "</tr>"
-        for row in rows
+        for index, row in enumerate(rows)
     )  # fmt: skip
     filter_box = (
         f'<input class="filter" type="search" data-table="{table_id}" '
@@ -108,6 +132,31 @@ def table(columns: tuple[str, ...], rows: list[list[str]], table_id: str | None 
     ident = f' id="{table_id}"' if table_id else ""
     return (f'{filter_box}<table class="sortable"{ident}><thead><tr>{head}</tr></thead>'
             f"<tbody>{body}</tbody></table>")  # fmt: skip
+
+
+def captioned_table(content: Table) -> str:
+    caption = f"<p>{html.escape(content.caption)}</p>" if content.caption else ""
+    return caption + table(content.columns, content.rows, None, content.row_ids, content.bars)
+
+
+def gallery(where: str, images: list[dict[str, Any]]) -> str:
+    """The flipped images of one artifact as thumbnails, each with its true class and both
+    sides' top-3."""
+
+    def top3(entries: list[list[Any]]) -> str:
+        return "<br>".join(f"{html.escape(str(name))} {100 * p:.0f}%" for name, p in entries)
+
+    tiles = "".join(
+        f'<figure class="flip"><img alt="image {image["index"]}" '
+        f'src="data:image/png;base64,{image["png"]}"><figcaption>#{image["index"]}, true '
+        f'{html.escape(image["label"])}, {html.escape(image["way"])}<div class="top3">'
+        f"<div><b>source</b><br>{top3(image['source_top3'])}</div>"
+        f"<div><b>artifact</b><br>{top3(image['artifact_top3'])}</div></div></figcaption>"
+        "</figure>"
+        for image in images
+    )
+    return (f'<h3>Flipped images of {html.escape(where)}</h3>'
+            f'<div class="gallery" data-artifact="{html.escape(where)}">{tiles}</div>')  # fmt: skip
 
 
 def card(label: str, figure: str, sub: str = "", kind: str = "") -> str:

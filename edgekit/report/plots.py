@@ -124,10 +124,14 @@ def layer_plot(profiles: list[dict[str, Any]], path: Path, top: int = 12) -> Pat
     import matplotlib.pyplot as plt
     import numpy as np
 
+    # the layer's part of the p50 (its share of the profiled time, scaled: the profile says
+    # how) where every profile has a p50, else the profilers' own times
+    scaled = all(profile.get("scaling") for profile in profiles)
     times: dict[str, dict[str, float]] = {}
     for profile in profiles:
         for layer in profile["layers"]:
-            times.setdefault(layer["name"], {})[profile["label"]] = layer["ms"]
+            figure = layer["p50_ms"] if scaled else layer["ms"]
+            times.setdefault(layer["name"], {})[profile["label"]] = figure
     names = sorted(times, key=lambda name: -max(times[name].values()))[:top][::-1]
     labels = [profile["label"] for profile in profiles]
     colours = series_colours(labels)  # a colour family per target, a shade per recipe
@@ -139,7 +143,11 @@ def layer_plot(profiles: list[dict[str, Any]], path: Path, top: int = 12) -> Pat
         ax.barh(positions + index * height, values, height, label=label,
                 color=colours[label])  # fmt: skip
     ax.set_yticks(positions + height * (len(labels) - 1) / 2, names, fontsize=7)
-    ax.set_xlabel("time per inference (ms), from each runtime's own profiler")
+    ax.set_xlabel(
+        "part of the whole-model p50 (ms): each layer's share of its runtime's profiled time"
+        if scaled
+        else "time per inference (ms), from each runtime's own profiler"
+    )
     ax.set_title(f"the {len(names)} most expensive layers")
     ax.legend(fontsize=7)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,42 +1,76 @@
 """The report's "Where the time goes" section: the ten most expensive layers with the runtimes
-side by side, and each artifact's explanation (from the profiles ``edgekit run`` recorded)."""
+side by side, and each artifact's explanation (from the profiles ``edgekit run`` recorded).
+
+Each cell is the layer's part of the whole-model p50 and its share of the profiled time, so an
+artifact's column adds up to 100 % (the scaling is said in the section, as the profile records
+it); the profiler's own sum against the p50 is said per artifact."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from edgekit.report.content import Section, Table
 from edgekit.results import Results
 
 TOP = 10
 
 
-def profile_lines(results: Results) -> list[str]:
+def _share(layer: dict[str, Any], profile: dict[str, Any]) -> float | None:
+    # a profile recorded before shares were of the profiled sum: derive it from the raw times
+    ops_ms = profile.get("ops_ms") or 0.0
+    if profile.get("scaling"):
+        return float(layer["share"])
+    return layer["ms"] / ops_ms if ops_ms > 0 else None
+
+
+def profile_section(results: Results) -> Section:
+    heading = "Where the time goes"
     profiles: list[dict[str, Any]] = results.run.get("profiles") or []
     if not profiles:
-        return []
-    times: dict[str, dict[str, float]] = {}
-    for profile in profiles:
-        for layer in profile["layers"]:
-            times.setdefault(layer["name"], {})[profile["label"]] = layer["ms"]
-    top = sorted(times, key=lambda name: -max(times[name].values()))[:TOP]
+        return Section(heading, [])
     labels = [profile["label"] for profile in profiles]
-    lines = [
-        f"Per-layer time on the host CPU ({profiles[0]['method']} and the others' own profilers;"
-        " layers named by the source model's module paths), the ten most expensive layers:",
-        "",
-        "| layer | " + " | ".join(f"{label} ms" for label in labels) + " |",
-        "|---|" + "---|" * len(labels),
-    ]
-    for name in top:
-        cells = [
-            "" if times[name].get(label) is None else f"{times[name][label]:.3f}"
-            for label in labels
-        ]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines.append("")
+    cells: dict[str, dict[str, tuple[float, float | None, float | None]]] = {}
     for profile in profiles:
-        coverage = profile.get("coverage")
-        share = "" if coverage is None else f" ({100 * coverage:.0f} % of the p50)"
-        lines.append(f"- **{profile['label']}**: layers sum to {profile['ops_ms']:.3f} ms{share}")
-        lines += [f"  - {line}" for line in profile.get("explanation", [])]
-    return lines
+        total = profile.get("total_ms")
+        for layer in profile["layers"]:
+            share = _share(layer, profile)
+            part = None if share is None or not total else share * total
+            cells.setdefault(layer["name"], {})[profile["label"]] = (layer["ms"], share, part)
+    top = sorted(cells, key=lambda name: -max((c[1] or 0.0) for c in cells[name].values()))
+    top = top[:TOP]
+    rows, bars = [], []
+    for name in top:
+        row, shares = [name], []
+        for label in labels:
+            cell = cells[name].get(label)
+            if cell is None:
+                row.append("")
+                shares.append(None)
+                continue
+            raw, share, part = cell
+            figure = f"{part:.3f} ms" if part is not None else f"{raw:.3f} ms (profiler)"
+            row.append(figure + ("" if share is None else f" ({100 * share:.0f} %)"))
+            shares.append(share)
+        rows.append(row)
+        bars.append([None, *shares])
+    scaling = next((p["scaling"] for p in profiles if p.get("scaling")), None)
+    lines = [
+        f"Per-layer time on the host CPU ({profiles[0]['method']} and the others' own "
+        "profilers; layers named by the source model's module paths), the ten most expensive "
+        "layers. Each cell: the layer's part of the whole-model p50 and, in brackets, its share "
+        "of the profiled time (a column's shares add up to 100 %)"
+        + (f": {scaling}." if scaling else "."),
+    ]
+    table = Table(("layer", *labels), rows, bars=bars)
+    after = []
+    for profile in profiles:
+        total = profile.get("total_ms")
+        against = (
+            f", {100 * profile['ops_ms'] / total:.0f} % of the p50 {total:.3f} ms" if total else ""
+        )
+        after.append(
+            f"{profile['label']}: the profiler's op times summed to {profile['ops_ms']:.3f} ms"
+            f"{against}"
+        )
+        after += [f"  - {line}" for line in profile.get("explanation", [])]
+    return Section(heading, lines, [table], after)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from edgekit.common.machine import describe
+from edgekit.report.content import Section, Table
 from edgekit.report.peaks import peak_source, peaks_text, percent
 from edgekit.results import Results, Row, precision_label
 
@@ -68,9 +69,20 @@ def unavailable(results: Results) -> list[str]:
     return lines
 
 
-def accuracy_aware_lines(results: Results) -> list[str]:
-    """The steps of each accuracy-aware int8 export: what was kept float, at what cost."""
-    lines, seen = [], set()
+AWARE_COLUMNS = (
+    "step",
+    "kept float",
+    "selection drop [95% CI]",
+    "int8 ops",
+    "p50 ms",
+    "latency vs step 0 [95% CI]",
+)
+
+
+def accuracy_aware_section(results: Results) -> Section:
+    """The steps of each accuracy-aware int8 export, one table per artifact: what was kept
+    float, at what cost; its caption says the budget, the verdict and the step chosen."""
+    tables, seen = [], set()
     for row in results.rows:
         aware = row.accuracy_aware
         if not aware or row.artifact in seen:
@@ -79,29 +91,32 @@ def accuracy_aware_lines(results: Results) -> list[str]:
         verdict = "within" if aware["within_budget"] else "NOT within"
         final = aware.get("evaluation") or {}
         low, high = final.get("drop_ci", [0.0, 0.0])
-        lines.append(
-            f"- {row.target}: {row.precision}, {verdict} the {aware['max_drop_points']:g}-point "
+        caption = (
+            f"{row.target}: {row.precision}, {verdict} the {aware['max_drop_points']:g}-point "
             f"budget on the evaluation split (drop {final.get('drop_points', 0.0):+.2f} "
             f"[{low:+.2f}, {high:+.2f}]; step {aware['chosen_step']} chosen on the selection "
             "slice)"
         )
+        rows = []
         for step in aware["steps"]:
-            kept = ", ".join(step["keep_float"]) or "nothing"
-            fraction = step.get("int8_fraction")
-            ratio = step.get("ratio_to_first")
+            fraction, ratio = step.get("int8_fraction"), step.get("ratio_to_first")
             latency = step.get("p50_ms")
             cost = ""
             if ratio is not None and step["step"] and step.get("ratio_ci"):
                 r_low, r_high = step["ratio_ci"]
-                cost = f", {ratio:.2f}x [{r_low:.2f}, {r_high:.2f}] step 0's latency"
-            lines.append(
-                f"  - step {step['step']}: float {kept}; selection drop {step['drop_points']:+.2f}"
-                f" [{step['drop_ci'][0]:+.2f}, {step['drop_ci'][1]:+.2f}], "
-                + ("" if fraction is None else f"{100 * fraction:.0f} % of ops int8, ")
-                + ("latency not measured" if latency is None else f"p50 {latency:.3f} ms")
-                + cost
-            )
-    return lines
+                cost = f"{ratio:.2f}x [{r_low:.2f}, {r_high:.2f}]"
+            chosen = " (chosen)" if step["step"] == aware["chosen_step"] else ""
+            rows.append([
+                f"{step['step']}{chosen}",
+                ", ".join(step["keep_float"]) or "nothing",
+                f"{step['drop_points']:+.2f} [{step['drop_ci'][0]:+.2f}, "
+                f"{step['drop_ci'][1]:+.2f}]",
+                "" if fraction is None else f"{100 * fraction:.0f} %",
+                "not measured" if latency is None else f"{latency:.3f}",
+                cost,
+            ])  # fmt: skip
+        tables.append(Table(AWARE_COLUMNS, rows, caption=caption))
+    return Section("Accuracy-aware int8", [], tables)
 
 
 def _notes(row: Row) -> list[str]:
@@ -150,7 +165,7 @@ def table_rows(results: Results) -> list[list[str]]:
         accuracy = row.accuracy or {}
         coverage = row.coverage or {}
         drop = ""
-        if accuracy and accuracy.get("drop_ci"):
+        if accuracy.get("drop_ci") and accuracy.get("drop_points") is not None:
             low, high = accuracy["drop_ci"]
             drop = f"{accuracy['drop_points']:+.2f} [{low:+.2f}, {high:+.2f}]"
         speedup = ""
