@@ -20,8 +20,6 @@ from edgekit.cli.options import (
 )
 from edgekit.errors import UserInputError
 
-TOP = 10
-
 
 @app.command()
 @with_foreign_options
@@ -62,24 +60,12 @@ def profile(
 def show(profiles: list) -> None:
     """The most expensive layers, one column per artifact, then each artifact's summary."""
     from edgekit.analysis.profile import SCALING
+    from edgekit.report.profiles import layer_table
 
-    by_name: dict[str, dict[str, object]] = {}
-    for p in profiles:
-        for layer in p.layers:
-            by_name.setdefault(layer.name, {})[p.label] = layer
-    top = sorted(by_name, key=lambda name: -max(x.share for x in by_name[name].values()))[:TOP]
-    table = Table("layer", *[f"{p.label} ms (share)" for p in profiles],
-                  title=f"the {len(top)} most expensive layers")  # fmt: skip
-    for name in top:
-        cells = []
-        for p in profiles:
-            layer = by_name[name].get(p.label)
-            if layer is None:
-                cells.append("-")
-                continue
-            ms = layer.p50_ms if layer.p50_ms is not None else layer.ms
-            cells.append(f"{ms:.3f} ({100 * layer.share:.0f} %)")
-        table.add_row(name, *cells)
+    layers = layer_table([p.to_dict() for p in profiles])
+    table = Table(*layers.columns, title=f"the {len(layers.rows)} most expensive layers")
+    for row in layers.rows:
+        table.add_row(*[cell or "-" for cell in row])
     console.print(table)
     if any(p.total_ms for p in profiles):
         console.print(f"ms: {SCALING}; shares add up to 100 % per artifact", soft_wrap=True,

@@ -13,7 +13,7 @@ from itertools import combinations
 from typing import Any
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from edgekit.common.stats import mcnemar_exact, paired_bootstrap_drop
 
@@ -133,10 +133,7 @@ def confusion_change(
 
 def _top2_margin(logits: np.ndarray) -> np.ndarray:
     """Softmax probability of the top class minus that of the second, per image."""
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    probabilities = np.exp(shifted)
-    probabilities /= probabilities.sum(axis=1, keepdims=True)
-    top2 = np.sort(probabilities, axis=1)[:, -2:]
+    top2 = np.sort(special.softmax(logits.astype(np.float64), axis=1), axis=1)[:, -2:]
     return top2[:, 1] - top2[:, 0]
 
 

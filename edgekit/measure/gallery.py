@@ -12,6 +12,7 @@ import io
 from typing import Any
 
 import numpy as np
+from scipy import special
 
 LIMIT = 12
 THUMBNAIL_PX = 64  # the longer side; digits' 32 px are doubled, larger images shrink
@@ -19,8 +20,7 @@ THUMBNAIL_PX = 64  # the longer side; digits' 32 px are doubled, larger images s
 
 def top3(logits: np.ndarray, names: tuple[str, ...]) -> list[list[Any]]:
     """[[class name, softmax probability], ...] for the three most likely classes."""
-    shifted = logits.astype(np.float64) - logits.max()
-    probabilities = np.exp(shifted) / np.exp(shifted).sum()
+    probabilities = special.softmax(logits.astype(np.float64))
     order = np.argsort(-probabilities, kind="stable")[:3]
     return [[names[int(i)], round(float(probabilities[i]), 4)] for i in order]
 

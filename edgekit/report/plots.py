@@ -9,6 +9,7 @@ from typing import Any
 
 from edgekit.common.stats import median_interval
 from edgekit.report.change_plots import class_drop_plot, flip_risk_plot
+from edgekit.report.profiles import layer_cells, most_expensive
 from edgekit.report.recommend import measured, pareto_front
 from edgekit.report.style import plain_log_ticks, save_figure, series_colours
 from edgekit.results import Results
@@ -124,22 +125,18 @@ def layer_plot(profiles: list[dict[str, Any]], path: Path, top: int = 12) -> Pat
     import matplotlib.pyplot as plt
     import numpy as np
 
-    # the layer's part of the p50 (its share of the profiled time, scaled: the profile says
-    # how) where every profile has a p50, else the profilers' own times
-    scaled = all(profile.get("scaling") for profile in profiles)
-    times: dict[str, dict[str, float]] = {}
-    for profile in profiles:
-        for layer in profile["layers"]:
-            figure = layer["p50_ms"] if scaled else layer["ms"]
-            times.setdefault(layer["name"], {})[profile["label"]] = figure
-    names = sorted(times, key=lambda name: -max(times[name].values()))[:top][::-1]
+    # the layer's part of the p50 where every profile has one, else the profilers' own times
+    cells = layer_cells(profiles)
+    scaled = all(c.part_ms is not None for by_label in cells.values() for c in by_label.values())
+    names = most_expensive(cells, top)[::-1]
     labels = [profile["label"] for profile in profiles]
     colours = series_colours(labels)  # a colour family per target, a shade per recipe
     height = 0.8 / max(len(labels), 1)
     fig, ax = plt.subplots(figsize=(9, max(3, 0.3 * len(names) * max(len(labels), 1) / 2 + 1.5)))
     positions = np.arange(len(names))
     for index, label in enumerate(labels):
-        values = [times[name].get(label, 0.0) for name in names]
+        values = [(cell.ms if scaled else cell.raw_ms) if (cell := cells[name].get(label))
+                  else 0.0 for name in names]  # fmt: skip
         ax.barh(positions + index * height, values, height, label=label,
                 color=colours[label])  # fmt: skip
     ax.set_yticks(positions + height * (len(labels) - 1) / 2, names, fontsize=7)
