@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The screenshots of the documentation site in docs/assets/screenshots/: the site built strictly
 # into a scratch folder, served on loopback, and its start page and one command page (bench)
-# taken in headless Chromium (Debian's `chromium` package) at 1280x757, the site's light theme.
+# taken in headless Chromium (Debian's `chromium` package) at 1280x757, the site's light theme;
+# then the report's pictures, taken by the suite's own browser test (tests/test_report_browser.py)
+# of a real run's report.html at 1280x900.
 #
-#   bash scripts/screenshots.sh        # after `make install`; needs `chromium` on PATH
+#   bash scripts/screenshots.sh        # after `make install`; needs `chromium` and `chromedriver`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
-command -v chromium >/dev/null ||
-  { echo "screenshots: no chromium here (apt-get install chromium)" >&2; exit 1; }
+command -v chromium >/dev/null && command -v chromedriver >/dev/null ||
+  { echo "screenshots: no chromium or chromedriver here (bash scripts/install-chromium.sh)" >&2
+    exit 1; }
 work=$(mktemp -d)
 trap 'kill "${server:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
 NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet --site-dir "$work/site"
@@ -37,3 +40,7 @@ shoot() {  # URL path, file name
 }
 shoot "" start
 shoot "commands/bench.html" command
+# the test writes each picture under a temporary name and renames it: whole or not at all
+EDGEKIT_SCREENSHOT_DIR="$PWD/docs/assets/screenshots" "$VENV/bin/pytest" -p no:xdist -q \
+  tests/test_report_browser.py
+echo "screenshots: docs/assets/screenshots/report.png and report-gallery.png from the browser test"

@@ -7,6 +7,11 @@ The cluster run has two models: the default zoo model and a user's own (tests/cl
 a module on the driver's PYTHONPATH only, never on the nodes'), as a user runs
 ``--model zoo:digits-mobilenet,driver_only_net:tiny_cnn``.
 
+Steps that do not depend on each other overlap: the local run and the unreachable head's run
+go on while the cluster starts (neither needs it), and the phone's second node joins while the
+other-version node starts. Membership is polled through the GCS (Ray's own node table, what
+``edgekit cluster status`` reads), not by a CLI process per poll.
+
     unshare -n python tests/cluster_scenario.py OUT"""
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from stand_ins import stand_in_adb_env
@@ -60,6 +67,34 @@ def edgekit(*args: str, env: dict | None = None, check: bool = False) -> dict:
     return {"code": done.returncode, "out": done.stdout, "err": done.stderr}
 
 
+def edgekit_beside(*args: str, env: dict) -> Callable[[], dict]:
+    """``edgekit(*args)`` started now, running beside the next steps; call what this returns
+    for its result. Its output goes to files (a pipe left unread could fill and stall it)."""
+    started = time.monotonic()
+    out, err = (PLUMBING.parent / f"beside-{len(BESIDE)}.{name}" for name in ("out", "err"))
+    with out.open("w") as out_file, err.open("w") as err_file:
+        process = subprocess.Popen([EDGEKIT, *args], stdout=out_file, stderr=err_file, env=env)
+    BESIDE.append(process)
+
+    def waited() -> None:  # its own wall time, not when the scenario looked
+        process.wait()
+        STEP_SECONDS.append(
+            [" ".join(args[:2]) + " (beside)", round(time.monotonic() - started, 1)]
+        )
+
+    waiter = threading.Thread(target=waited, daemon=True)
+    waiter.start()
+
+    def result() -> dict:
+        waiter.join(timeout=600)
+        return {"code": process.returncode, "out": out.read_text(), "err": err.read_text()}
+
+    return result
+
+
+BESIDE: list[subprocess.Popen] = []  # stopped in main's finally, should a step fail before
+
+
 def rows_of(result: dict) -> list[dict]:
     summary = json.loads(result["out"])
     return json.loads((Path(summary["run_dir"]) / "results.json").read_text())["rows"]
@@ -84,21 +119,42 @@ def _wait_for_push(log: Path, limit_s: float = 60) -> None:
         time.sleep(0.05)
 
 
+def live_nodes(address: str) -> list[dict[str, float]]:
+    """The edgekit resources of each live node, from the GCS's node table: what ``edgekit
+    cluster status`` lists, without a CLI process and a Ray driver per look."""
+    from ray._raylet import GcsClient
+    from ray.core.generated.gcs_pb2 import GcsNodeInfo
+
+    client = GcsClient(address=address)
+    alive = client.get_all_node_info(timeout=5, state_filter=GcsNodeInfo.GcsNodeState.ALIVE)
+    return [{k: v for k, v in node.resources_total.items() if k.startswith("edgekit_")}
+            for node in alive.values()]  # fmt: skip
+
+
 def wait_for_nodes(
-    address: str, count: int, env: dict, limit_s: float = 90, having: str | None = None
+    address: str,
+    count: int,
+    limit_s: float = 90,
+    having: tuple[str, ...] = (),
+    without: tuple[str, ...] = (),
 ) -> float:
-    """Seconds until the head lists ``count`` live nodes (one of them advertising ``having``):
-    Ray notices a SIGKILLed node by its missed health checks, not at once."""
+    """Seconds until the head lists ``count`` live nodes (each of ``having`` advertised by one
+    of them, none advertising any of ``without``): Ray notices a SIGKILLed node by its missed
+    health checks, not at once."""
     started = time.monotonic()
+    nodes: list[dict] = []
     while time.monotonic() - started < limit_s:
-        status = edgekit("cluster", "status", address, "--json", env=env)
-        nodes = json.loads(status["out"]) if status["code"] == 0 else []
-        if len(nodes) == count and (having is None or any(having in n["edgekit"] for n in nodes)):
+        try:
+            nodes = live_nodes(address)
+        except Exception as exc:  # the head not answering yet: look again
+            nodes = [{"error": repr(exc)}]
+        if (len(nodes) == count and all(any(k in n for n in nodes) for k in having)
+                and not any(k in n for n in nodes for k in without)):  # fmt: skip
             return time.monotonic() - started
-        time.sleep(1)
+        time.sleep(0.1)
     raise SystemExit(
         f"the cluster at {address} did not reach {count} node(s) "
-        f"{'with ' + having if having else ''} in {limit_s} s: {nodes}"
+        f"{'with ' + ', '.join(having) if having else ''} in {limit_s} s: {nodes}"
     )
 
 
@@ -129,38 +185,48 @@ def main(out: Path) -> None:
     address = f"127.0.0.1:{port}"
     seen: dict = {"address": address}
     runs = ["--runs-dir", str(out / "runs"), "--history", str(out / "h.sqlite"), "--json"]
+    # the local run has a folder and history of its own: it runs beside the cluster's runs
+    local_runs = ["--runs-dir", str(out / "local-runs"), "--history", str(out / "local.sqlite"),
+                  "--json"]  # fmt: skip
     try:
+        # neither needs the cluster: they run while it starts (the local run reads the phone's
+        # adb log's pushes too, and is over before the log is cleared below)
+        unreachable = edgekit_beside("run", "--cluster", "127.0.0.1:1", *MATRIX, *runs, env=base)
+        local_env = {**phone, "PYTHONPATH": driver["PYTHONPATH"]}
+        local = edgekit_beside("run", "--device", "cpu,android", *TWO_MODELS, *MATRIX,
+                               *local_runs, env=local_env)  # fmt: skip
         started = time.monotonic()
         edgekit("cluster", "start", "--head", "--port", str(port), "--num-cpus", "1", env=base,
                 check=True)  # fmt: skip
         edgekit("cluster", "join", address, "--num-cpus", "1", env=phone, check=True)
-        wait_for_nodes(address, 2, base, having="edgekit_adb_emulator-5554")
+        wait_for_nodes(address, 2, having=("edgekit_adb_emulator-5554",))
         seen["start_s"] = time.monotonic() - started
         seen["status"] = json.loads(edgekit("cluster", "status", address, "--json", env=base,
                                             check=True)["out"])  # fmt: skip
-        # the matrix on the cluster, and the same matrix run locally
+        # the matrix on the cluster (the same matrix's local run is under way beside it)
         clustered = edgekit("run", "--cluster", address, "--device", "cpu,android", *TWO_MODELS,
                             *MATRIX, *runs, env=driver)  # fmt: skip
         seen["cluster_run"] = _summary(clustered)
-        local = edgekit("run", "--device", "cpu,android", *TWO_MODELS, *MATRIX, *runs,
-                        env={**phone, "PYTHONPATH": driver["PYTHONPATH"]})  # fmt: skip
-        seen["local_run"] = _summary(local)
         # a model that needs code from beyond its folder: the nodes cannot import it
         both = os.pathsep.join([driver["PYTHONPATH"], str(USER / "elsewhere")])
         elsewhere = {**driver, "PYTHONPATH": both}
         unshipped = edgekit("run", "--cluster", address, "--device", "cpu,android", "--model",
                             UNSHIPPED_MODEL, *MATRIX, *runs, env=elsewhere)  # fmt: skip
         seen["cannot_import"] = _summary(unshipped)
+        seen["local_run"] = _summary(local())
+        seen["unreachable"] = unreachable()
         # Ctrl-C while the phone's pool runs: the tasks cancelled, no run directory left
         log = Path(adb["ADB_LOG"])
         log.write_text("")
         before = set((out / "runs").iterdir())
         command = [EDGEKIT, "run", "--cluster", address, "--device", "cpu,android", *MATRIX]
+        began = time.monotonic()
         running = subprocess.Popen([*command, *runs], env=base, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)  # fmt: skip
         _wait_for_push(log)
         running.send_signal(signal.SIGINT)
         _, err_text = running.communicate(timeout=60)
+        STEP_SECONDS.append(["run --cluster (Ctrl-C)", round(time.monotonic() - began, 1)])
         seen["interrupted"] = {"code": running.returncode, "err": err_text[-1500:],
                                "left": sorted(str(p) for p in set((out / "runs").iterdir())
                                               - before)}  # fmt: skip
@@ -168,12 +234,14 @@ def main(out: Path) -> None:
         log = Path(adb["ADB_LOG"])
         log.write_text("")
         command = [EDGEKIT, "run", "--cluster", address, "--device", "cpu,android", *MATRIX]
+        began = time.monotonic()
         running = subprocess.Popen([*command, *runs], env=base, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)  # fmt: skip
         _wait_for_push(log)
         for pid in worker_pids(state):
             os.killpg(pid, signal.SIGKILL)
         out_text, err_text = running.communicate(timeout=300)
+        STEP_SECONDS.append(["run --cluster (node killed)", round(time.monotonic() - began, 1)])
         killed = {"code": running.returncode, "err": err_text[-3000:], "out": out_text[-2000:],
                   "out_head": out_text[:500]}  # fmt: skip
         if out_text.strip().startswith("{"):
@@ -183,13 +251,14 @@ def main(out: Path) -> None:
         for path in state.glob("*.json"):  # the dead worker's record
             if json.loads(path.read_text())["role"] == "worker":
                 path.unlink()
-        seen["death_noticed_s"] = wait_for_nodes(address, 1, base)
-        # bad input: a device no node has now, an unreachable head, another edgekit version
+        seen["death_noticed_s"] = wait_for_nodes(address, 1)
+        # bad input: a device no node has now, another edgekit version (and an unreachable
+        # head, above)
         seen["no_such_device"] = edgekit("run", "--cluster", address, "--device", "android",
                                          *MATRIX, *runs, env=base)  # fmt: skip
-        seen["unreachable"] = edgekit("run", "--cluster", "127.0.0.1:1", *MATRIX, *runs, env=base)
         # Ray's sockets live in its temp dir and AF_UNIX paths stop at 107 bytes
         other_temp = tempfile.mkdtemp(prefix="ek-other-")
+        other_started = time.monotonic()
         other = subprocess.Popen(
             [str(Path(sys.executable).with_name("ray")), "start", "--block", "--address", address,
              "--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--resources",
@@ -198,19 +267,27 @@ def main(out: Path) -> None:
              "--min-worker-port=0", "--max-worker-port=0", "--node-manager-port=0",
              "--include-log-monitor=false"], env=base, start_new_session=True,
             stdout=(out / "other.log").open("w"), stderr=subprocess.STDOUT)  # fmt: skip
-        seen["other_joined_s"] = wait_for_nodes(address, 2, base, having="edgekit_version_0.0.1")
+        # a new phone node for the resumed run below, joining while the other node starts
+        # (a node of another version is refused beside a phone node as much as without one)
+        edgekit("cluster", "join", address, "--num-cpus", "1", env=phone, check=True)
+        wait_for_nodes(address, 3, having=("edgekit_version_0.0.1", "edgekit_adb_emulator-5554"))
+        seen["other_joined_s"] = time.monotonic() - other_started
         seen["other_version"] = edgekit("run", "--cluster", address, *MATRIX, *runs, env=base)
         os.killpg(other.pid, signal.SIGKILL)
         other.wait()
-        wait_for_nodes(address, 1, base)
-        # a new phone node, and the killed run resumed: only its missing rows run
-        edgekit("cluster", "join", address, "--num-cpus", "1", env=phone, check=True)
-        wait_for_nodes(address, 2, base, having="edgekit_adb_emulator-5554")
+        # the other node gone (the head and the phone's node left): the killed run resumed,
+        # only its missing rows run
+        wait_for_nodes(address, 2, having=("edgekit_adb_emulator-5554",),
+                       without=("edgekit_version_0.0.1",))  # fmt: skip
         if "run_dir" in killed:
             resumed = edgekit("run", "--resume", killed["run_dir"], "--cluster", address,
                               "--history", str(out / "h.sqlite"), "--json", env=base)  # fmt: skip
             seen["resumed"] = _summary(resumed)
     finally:
+        for process in BESIDE:  # a step above failed while they ran
+            if process.poll() is None:
+                process.kill()
+                process.wait()
         pids = [json.loads(p.read_text())["pid"] for p in state.glob("*.json")]
         stopped = edgekit("cluster", "stop", env=base)
         seen["step_seconds"] = STEP_SECONDS

@@ -18,7 +18,7 @@ import torch  # noqa: E402, F401
 # What a test needs from the machine, by marker; EDGEKIT_TEST_REQUIRE (``.ci/run`` sets it) names
 # the ones this machine must have: a test of such a marker that skips fails instead, with the
 # skip's reason, so a missing driver or a refused namespace cannot turn a regression green.
-CAPABILITIES = ("gpu", "arm64", "cluster", "needs_root")
+CAPABILITIES = ("gpu", "arm64", "cluster", "needs_root", "browser")
 REQUIRE_ENV = "EDGEKIT_TEST_REQUIRE"
 
 

@@ -78,7 +78,9 @@ def test_edgekit_int8_is_static_per_channel_on_every_target(capsys, export_digit
     paths = [str(export_digits(target, "int8").path) for target in ("tflite", "onnx", "executorch")]
     result = run_cli(capsys, "audit", *paths, "--expect", "int8", "--json")
     assert result.code == 0, result.out[-3000:]
-    for report in json.loads(result.out):
+    reports = json.loads(result.out)
+    assert [report["path"] for report in reports] == paths  # one report per file, in order
+    for report in reports:
         assert report["looks_like"] == "int8" and report["quantization"] == "static"
         assert report["compute"]["int8"]["mac_share"] == 1.0, report["path"]
         assert set(report["weights"]) == {"int8 per-channel"}, report["path"]

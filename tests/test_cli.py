@@ -220,7 +220,14 @@ def test_quantize_debug_table(capsys, tmp_path):
     )
     assert result.code == 0, result.err
     report = json.loads(result.out)
-    assert report is not None and plot.stat().st_size > 5000
+    assert plot.stat().st_size > 5000
+    assert report["target"] == "onnx" and report["samples"] == 32
+    # every compute layer of digits-mobilenet, named by its module path, with its SQNR figures,
+    # and the runtime's own per-tensor debugger beside edgekit's
+    names = [layer["name"] for layer in report["layers"]]
+    assert {"stem", "head", "classifier"} <= set(names) and len(names) == len(set(names)) == 20
+    assert all(layer["only_db"] > 0 and layer["artifact_db"] > 0 for layer in report["layers"])
+    assert report["crosscheck"].startswith("onnxruntime qdq_loss_debug")
 
 
 def test_a_users_own_factory_exports_to_all_three_targets(capsys, tmp_path):

@@ -9,12 +9,15 @@ loads it."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -190,6 +193,33 @@ def test_stop_leaves_no_process_edgekit_started(scenario):
     assert scenario["stop"]["code"] == 0
     assert scenario["stop"]["pids"]
     assert scenario["stop"]["alive"] == []
+
+
+def test_stop_kills_a_node_that_outlives_its_grace():
+    """edgekit's nodes end on SIGTERM at once (start_node turns Ray's drain off); one that does
+    not (a node started by hand waits up to 30 s for its raylet to drain) is SIGKILLed, with its
+    whole process group, once stop's grace is over."""
+    from edgekit.cluster.nodes import stop_processes
+
+    ignores_sigterm = (
+        "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+        "print(child.pid, flush=True); time.sleep(120)"
+    )
+    node = subprocess.Popen([sys.executable, "-c", ignores_sigterm], start_new_session=True,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    child = int(node.stdout.readline())  # its handler in place, and a process in its group
+    stop_processes([node.pid], grace_s=0.5)
+    assert node.wait(timeout=30) == -signal.SIGKILL
+    stat = Path(f"/proc/{child}/stat")
+    for _ in range(300):  # a SIGKILLed process is gone (or a zombie) once the kernel is done
+        with contextlib.suppress(FileNotFoundError):
+            if stat.read_text().rpartition(")")[2].split()[0] != "Z":
+                time.sleep(0.1)
+                continue
+        break
+    else:
+        raise AssertionError(f"pid {child} of the node's group outlived stop")
 
 
 # -- what the driver ships, without a cluster -------------------------------------------------

@@ -49,21 +49,44 @@ def test_image_folder_is_resized_and_labelled_by_class_name(tmp_path):
     assert sorted(labels.tolist()) == [0, 0, 0, 1, 1, 1]
 
 
+def _rows_columns_white(scale: float) -> np.ndarray:
+    """A 16x16 RGB picture that tells rows from columns: red counts rows, green counts
+    columns, blue is full, in units of ``scale`` (HWC)."""
+    rows, columns = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")
+    return np.stack([rows * 10 * scale, columns * 10 * scale, np.full((16, 16), 255 * scale)], -1)
+
+
+def _normalised(picture_hwc: np.ndarray) -> np.ndarray:
+    """What RGB_PRE makes of a [0, 1] HWC picture: CHW, (x - 0.5) / 0.25."""
+    return ((picture_hwc - 0.5) / 0.25).transpose(2, 0, 1).astype(np.float32)
+
+
 def test_npz_with_uint8_nhwc_images(tmp_path):
-    rng = np.random.default_rng(1)
     path = tmp_path / "set.npz"
-    np.savez(path, x=rng.integers(0, 255, (10, 8, 8), dtype=np.uint8), y=np.arange(10) % 10)
+    picture = _rows_columns_white(1.0).astype(np.uint8)  # 0-255
+    np.savez(path, x=np.stack([picture] * 6), y=np.array([0, 1] * 3))
+    data = load_dataset(str(path), RGB_PRE)
+    assert len(data.calibration) == 3 and data.evaluation.x.shape[1:] == (3, 16, 16)
+    # uint8 is read as 0-255, channels last become channels first, rows stay rows
+    np.testing.assert_allclose(data.evaluation.x[0], _normalised(picture / 255.0), atol=1e-6)
+
+
+def test_npz_of_grey_images_without_a_channel_axis(tmp_path):
+    path = tmp_path / "set.npz"
+    np.savez(path, x=np.full((10, 32, 32), 255, np.uint8), y=np.arange(10) % 10)
     data = load_dataset(str(path), DIGITS_PRE)
-    assert data.evaluation.x.shape[1:] == (1, 32, 32)
-    assert len(data.calibration) == 5
+    assert data.evaluation.x.shape[1:] == (1, 32, 32) and len(data.calibration) == 5
+    np.testing.assert_allclose(data.evaluation.x, 1.0)  # white, (1 - 0.5) / 0.5
 
 
 def test_npz_with_nchw_float_images(tmp_path):
     path = tmp_path / "set.npz"
-    x = np.random.default_rng(2).random((6, 3, 16, 16)).astype(np.float32)
+    picture = _rows_columns_white(1 / 255)  # already 0-1, HWC
+    x = np.stack([picture.transpose(2, 0, 1)] * 6).astype(np.float32)  # NCHW
     np.savez(path, x=x, y=np.array([0, 1, 0, 1, 0, 1]))
     data = load_dataset(str(path), RGB_PRE)
     assert data.evaluation.x.shape[1:] == (3, 16, 16)
+    np.testing.assert_allclose(data.evaluation.x[0], _normalised(picture), atol=1e-6)
 
 
 def test_empty_folder(tmp_path):

@@ -46,12 +46,22 @@ def test_the_second_export_of_the_same_inputs_is_a_copy_that_says_so(
 def test_another_recipe_other_code_or_other_data_is_exported_afresh(
     counted, monkeypatch, digits_model, digits_data, tmp_path
 ):
+    from edgekit.sources.data import load_dataset
+    from edgekit.sources.load import load_model
+
     export_cache.cached_export(digits_model, digits_data, "onnx", "fp32", tmp_path)
     export_cache.cached_export(digits_model, digits_data, "onnx", "fp16", tmp_path)
     export_cache.cached_export(digits_model, digits_data, "onnx", "fp32", tmp_path, 100)
+    # other images to calibrate and validate on: the same model, the same options
+    other_data = load_dataset("synthetic:64", digits_model.preprocess)
+    export_cache.cached_export(digits_model, other_data, "onnx", "fp32", tmp_path)
+    # other weights: the same architecture and preprocessing, one channel rescaled
+    other_model = load_model("damaged_models:outlier_mobilenet", quiet=True)
+    assert other_model.digest != digits_model.digest
+    export_cache.cached_export(other_model, digits_data, "onnx", "fp32", tmp_path)
     monkeypatch.setattr(export_cache, "code_digest", lambda: "an edited edgekit")
     export_cache.cached_export(digits_model, digits_data, "onnx", "fp32", tmp_path)
-    assert counted == [("onnx", "fp32"), ("onnx", "fp16"), ("onnx", "fp32"), ("onnx", "fp32")]
+    assert counted == [("onnx", "fp32"), ("onnx", "fp16")] + [("onnx", "fp32")] * 4
 
 
 def test_the_store_keeps_its_newest_entries_within_its_size(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import shutil
 from pathlib import Path
 
@@ -164,6 +165,23 @@ def test_report_is_rebuilt_from_results_json_alone(run_dir, capsys):
     assert "- onnx on gpu (fp32, int8): " in markdown  # once per target and device
     summary = json.loads((run_dir / "report.json").read_text())
     assert summary["recommendation"].endswith("@ cpu x1")
+
+
+def test_report_open_hands_the_page_to_the_browser_the_user_set(run_dir, tmp_path):
+    import subprocess
+    import sys
+
+    # $BROWSER is the standard library's first choice; this one writes down what it was given
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.py"
+    browser.write_text(f"import sys; open({str(opened)!r}, 'w').write(sys.argv[1])")
+    edgekit = Path(sys.executable).with_name("edgekit")
+    env = {**os.environ, "BROWSER": f"{sys.executable} {browser} %s"}
+    env.pop("DISPLAY", None)
+    done = subprocess.run([str(edgekit), "report", str(run_dir), "--open"], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert opened.read_text() == (run_dir / "report.html").resolve().as_uri()
 
 
 def test_report_says_what_quantization_changed_with_its_plots(run_dir, capsys):

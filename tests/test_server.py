@@ -16,14 +16,12 @@ from edgekit.errors import DeviceUnavailable, UserInputError
 from edgekit.results import Row
 from edgekit.targets.session import Accelerator
 
-pytestmark = [
-    pytest.mark.timing,
-    pytest.mark.skipif(
-        bool(cuda_facts().get("available")), reason="a CUDA GPU is here: gpu_check.sh measures it"
-    ),
-]
+pytestmark = pytest.mark.timing
 
 
+@pytest.mark.skipif(
+    bool(cuda_facts().get("available")), reason="a CUDA GPU is here: gpu_check.sh measures it"
+)
 def test_a_run_that_asks_for_server_rows_says_why_they_are_missing(capsys, tmp_path):
     result = run_cli(capsys, "run", "--target", "onnx,tflite", "--recipe", "fp32", "--device",
                      "cpu,server-cuda,server-tensorrt", "--no-profile", "--rounds", "2",

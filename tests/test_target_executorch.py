@@ -75,9 +75,11 @@ def test_session_stages_outside_the_timed_call(target, artifacts, digits_data):
     assert staged.dtype.is_floating_point and staged.is_contiguous()
     assert tuple(staged.shape) == (1, 1, 32, 32)
     first = session.output(session.invoke(staged))
-    second = session.output(session.invoke(staged))
+    kept = first.copy()
+    other = session.output(session.invoke(session.stage(digits_data.evaluation.x[1:2])))
     assert first.dtype == np.float32 and first.shape == (1, 10)
-    np.testing.assert_array_equal(first, second)  # output() copies; reruns do not clobber it
+    assert not np.array_equal(other, kept)  # another image, other logits
+    np.testing.assert_array_equal(first, kept)  # output() copies; a rerun does not clobber it
     session.close()
 
 

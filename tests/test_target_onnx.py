@@ -247,7 +247,7 @@ def test_an_operator_without_onnx_translation_is_named(target, digits_model, tmp
     )
     with pytest.raises(UnsupportedExport, match=r"onnx: .*operator edgekit_test\.mystery"):
         export(target, source, "fp32", tmp_path)
-    assert not (tmp_path / "mystery-net-fp32.partial").exists()
+    assert not list(tmp_path.glob("*partial*"))  # whatever the partial file was called
 
 
 def test_the_target_declares_its_packages(target):

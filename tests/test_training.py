@@ -4,6 +4,7 @@ cached, and still reaches the accuracy floor when run again."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -20,8 +21,30 @@ ENTRY = ZOO["digits-mobilenet"]
 ACCURACY_FLOOR = 97.0
 
 
-def test_training_twice_gives_the_same_weights():
-    first = torch_digest(train_module(ENTRY, SHORT))
+@pytest.fixture(scope="module")
+def short_uses(tmp_path_factory):
+    """``trained_state_dict(ENTRY, SHORT)`` used twice on an empty cache, each training counted:
+    the cache test's two uses, and the first of the determinism test's two trainings (each
+    training is a child process of its own, so one serves both tests)."""
+    import edgekit.sources.training as training
+
+    cache = tmp_path_factory.mktemp("cache")
+    calls = []
+    real_train = training.train_in_child
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EDGEKIT_CACHE", str(cache))
+        patch.setattr(
+            training, "train_in_child", lambda *a, **k: calls.append(1) or real_train(*a, **k)
+        )
+        first = training.trained_state_dict(ENTRY, SHORT, quiet=True)
+        second = training.trained_state_dict(ENTRY, SHORT, quiet=True)
+    return SimpleNamespace(calls=calls, cache=cache, first=first, second=second)
+
+
+def test_training_twice_gives_the_same_weights(short_uses):
+    module = ENTRY.build()
+    module.load_state_dict(short_uses.first)  # trained once already, in a child of its own
+    first = torch_digest(module)
     assert torch_digest(train_module(ENTRY, SHORT)) == first
     other_seed = TrainingRecipe(epochs=1, seed=1)
     assert torch_digest(train_module(ENTRY, other_seed)) != first
@@ -100,17 +123,8 @@ def test_cache_key_changes_with_the_recipe_and_the_data():
     assert base != cache_key(ENTRY, TrainingRecipe(), "data-b")
 
 
-def test_second_use_loads_the_cached_weights(tmp_path, monkeypatch):
-    import edgekit.sources.training as training
-
-    monkeypatch.setenv("EDGEKIT_CACHE", str(tmp_path))
-    calls = []
-    real_train = training.train_in_child
-    monkeypatch.setattr(
-        training, "train_in_child", lambda *a, **k: calls.append(1) or real_train(*a, **k)
-    )
-    first = training.trained_state_dict(ENTRY, SHORT, quiet=True)
-    second = training.trained_state_dict(ENTRY, SHORT, quiet=True)
-    assert len(calls) == 1
-    assert list(tmp_path.glob("digits-mobilenet-*.pt"))
+def test_second_use_loads_the_cached_weights(short_uses):
+    assert len(short_uses.calls) == 1
+    assert list(short_uses.cache.glob("digits-mobilenet-*.pt"))
+    first, second = short_uses.first, short_uses.second
     assert all((first[k] == second[k]).all() for k in first)

@@ -243,12 +243,25 @@ def _run_exit(result: object, asked: set[str]) -> None:
 
 
 @app.command()
-def report(run_dir: Annotated[Path, typer.Argument(help="a run directory")]) -> None:
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory")],
+    open_page: Annotated[
+        bool, typer.Option("--open", help="then open report.html in the web browser ($BROWSER)")
+    ] = False,
+) -> None:
     """Rebuild report.md, report.html, report.json and plots from results.json alone."""
     from edgekit.report import build_report
 
     paths = build_report(run_dir)
     console.print(f"report: {paths['md']}  and  {paths['html']}")
+    if open_page:
+        import webbrowser
+
+        # the standard library's choice: $BROWSER first, then the desktop's browsers
+        if not webbrowser.open(paths["html"].resolve().as_uri()):
+            err_console.print(
+                f"report: no web browser found here (set BROWSER); open {paths['html']}"
+            )
 
 
 @app.command("history")

@@ -115,6 +115,11 @@ def start_node(
                     "--include-log-monitor=false"]  # fmt: skip
     log = folder / f"node-{int(time.time() * 1000)}.log"
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    # A SIGTERMed node (edgekit cluster stop) first asks to be drained and waits up to this
+    # long for its raylet to leave; that is for Ray Serve's proxies, which edgekit has none of
+    # (pinned Ray's ray/_private/node.py: "a value <= 0 disables draining and preserves
+    # immediate teardown"). With Ray's 30 s default, stop used up its whole grace every time.
+    env.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
     with open(log, "w") as handle:
         process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env,
                                    start_new_session=True)  # fmt: skip

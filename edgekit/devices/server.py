@@ -51,9 +51,9 @@ class ServerDevice(HostDevice):
     def advertise(self) -> dict[str, float]:
         from edgekit.common.machine import cuda_facts, onnxruntime_providers
 
-        here = cuda_facts().get("available") and PROVIDERS[self.provider] in (
-            onnxruntime_providers()
-        )
+        # the provider first: on a CPU-only onnxruntime, the CUDA question (which imports torch,
+        # seconds of a node's start) is never asked
+        here = PROVIDERS[self.provider] in onnxruntime_providers() and cuda_facts().get("available")
         return {f"edgekit_device_{self.name}": 1.0} if here else {}
 
     def facts(self) -> dict[str, Any]:
