@@ -57,11 +57,12 @@ figures: $(STAMP)
 	$(VENV)/bin/python benchmarks/figures.py
 
 # mutation testing (cosmic-ray, in a venv of its own) of the modules users' decisions rest on;
-# not part of `make test`: each mutant runs its module's tests (about half an hour in all)
+# not part of `make test`: each mutant runs its module's tests (about half an hour in all), with
+# bytecode cached as in `make test` (a mutant's pytest otherwise compiled numpy and scipy again)
 mutation: $(STAMP)
 	test -x .venv-mutation/bin/cosmic-ray || { $(PYTHON) -m venv --clear .venv-mutation && \
 	  .venv-mutation/bin/pip install --quiet -r scripts/mutation-requirements.txt; }
-	.venv-mutation/bin/python scripts/mutation.py
+	env -u PYTHONDONTWRITEBYTECODE .venv-mutation/bin/python scripts/mutation.py
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .

@@ -141,3 +141,143 @@ def test_a_session_gap_needs_sessions_to_wait_between():
     with pytest.raises(UserInputError, match=">= 0 seconds"):
         check_session_gap(-1.0, 4)
     check_session_gap(0.0, 1)  # no gap: nothing to check
+
+
+class Fixed(BlockTimer):
+    """A side of ``warm_ms`` per invoke whose blocks report others' CPU from a script:
+    ``disturbed_rounds`` are the blocks (by count) that ran beside foreign load."""
+
+    def __init__(self, label: str, warm_ms: float, disturbed_rounds=(), fails_at=None) -> None:
+        self.label, self.warm_ms, self.runtime = label, warm_ms, {}
+        self.disturbed_rounds, self.fails_at, self.count = set(disturbed_rounds), fails_at, 0
+
+    def block(self, runs: int) -> Block:
+        from edgekit.errors import EdgekitError
+
+        if self.count == self.fails_at:
+            raise EdgekitError(f"{self.label} crashed")
+        foreign = 0.9 if self.count in self.disturbed_rounds else 0.0
+        self.count += 1
+        return Block([self.warm_ms] * runs, self.warm_ms, self.warm_ms, foreign_cpu=foreign)
+
+
+def test_blocks_last_block_seconds_and_rounds_cover_min_runs_and_min_seconds():
+    from edgekit.measure.interleave import block_sizes
+
+    timers: list[BlockTimer] = [Fixed("slow", 2.0), Fixed("fast", 0.5)]
+    plan = Protocol(rounds=3, block_seconds=0.1, max_runs=150, min_runs=1001, min_seconds=0.0,
+                    max_seconds=1000.0)  # fmt: skip
+    # 100 ms blocks: 50 runs of 2 ms; 200 runs of 0.5 ms, capped at max_runs
+    assert block_sizes(timers, plan) == ([50, 150], 21)  # 1001 runs / 50 a block, rounded up
+    longer = replace(plan, min_runs=1, min_seconds=3.1)
+    assert block_sizes(timers, longer) == ([50, 150], 42)  # 3.1 s / the 75 ms block, rounded up
+    capped = replace(longer, max_seconds=1.9999)
+    assert block_sizes(timers, capped) == ([50, 150], 19)  # 1.9999 s / the 100 ms block, down
+    one_second = Protocol(rounds=3, block_seconds=1.0, min_runs=1, min_seconds=0.0)
+    assert block_sizes([Fixed("quick", 0.4)], one_second)[0] == [2500]  # 1 s of 0.4 ms
+    # one run a block: a second holds 2500 blocks of 0.4 ms (1000 // 0.4 is 2499 in floats)
+    single = Protocol(rounds=3, block_seconds=0.0001, min_runs=10**6, max_seconds=1.0)
+    assert block_sizes([Fixed("quick", 0.4)], single) == ([1], 2500)
+    tiny = replace(longer, max_seconds=0.01)
+    assert block_sizes(timers, tiny)[1] == 3  # never fewer than the clean rounds a ratio needs
+    assert block_sizes([Fixed("one", 500.0)], replace(plan, min_runs=1))[0] == [1]
+
+
+def test_sessions_split_the_rounds_into_equal_stretches_of_at_least_two():
+    from edgekit.measure.interleave import session_starts
+
+    assert session_starts(9, 3) == {3, 6}
+    assert session_starts(10, 3) == {3, 7}
+    assert session_starts(5, 3) == {2}  # two stretches: five rounds hold no third of two
+    assert session_starts(3, 3) == set() and session_starts(10, 1) == set()
+
+
+def test_several_sessions_of_one_thing_count_as_their_geometric_mean_per_round():
+    def blocks(*ms: float) -> list[Block]:
+        return [Block(None, value, value) for value in ms]
+
+    result = Interleaved(["a", "a again"], [1, 1], [blocks(2.0, 1.0), blocks(8.0, 9.0)],
+                         rounds_used=[0, 1])  # fmt: skip
+    assert result.rounds_ms(0) == [2.0, 1.0]
+    assert result.rounds_ms([0, 1]) == pytest.approx([4.0, 3.0])
+
+
+def test_a_disturbed_round_earns_another_and_is_left_out_while_enough_clean_ones_remain(
+    monkeypatch,
+):
+    monkeypatch.setattr("edgekit.measure.interleave.wait_for_quiet", lambda *a, **k: None)
+    guard = NoiseGuard(threshold=0.15, retries=1)
+    timers: list[BlockTimer] = [Fixed("a", 1.0, disturbed_rounds={0, 1}), Fixed("b", 1.0)]
+    said: list[str] = []
+    result = interleave(timers, PLAN, guard, progress=said.append)
+    assert result.disturbed == [True, True] + [False] * 10  # two more rounds than planned
+    assert said == ["round 5/12", "round 10/12"]
+    assert result.rounds_used == list(range(2, 12))
+    # always disturbed: at most retries x the plan more rounds, then every round counts
+    always = [Fixed("a", 1.0, disturbed_rounds=range(100)), Fixed("b", 1.0)]
+    result = interleave(always, PLAN, guard)
+    assert len(result.disturbed) == 20 and result.rounds_used == list(range(20))
+
+
+@pytest.mark.parametrize(("disturbed", "used"), [(5, 5), (6, 10)])
+def test_half_the_plan_clean_is_enough_to_leave_the_rest_out(monkeypatch, disturbed, used):
+    monkeypatch.setattr("edgekit.measure.interleave.wait_for_quiet", lambda *a, **k: None)
+    no_retries = NoiseGuard(threshold=0.15, retries=0)
+    timers: list[BlockTimer] = [Fixed("a", 1.0, disturbed_rounds=range(disturbed)),
+                                Fixed("b", 1.0)]  # fmt: skip
+    result = interleave(timers, PLAN, no_retries)
+    assert len(result.rounds_used) == used  # 5 clean of 10 are enough; 4 are not
+
+
+def test_the_guard_records_how_busy_the_machine_was_before_the_rounds(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr("edgekit.measure.interleave.wait_for_quiet",
+                        lambda *a, **k: SimpleNamespace(foreign=0.3))  # fmt: skip
+    result = interleave([Fixed("a", 1.0), Fixed("b", 1.0)], PLAN, NoiseGuard())
+    assert result.settle == 0.3
+    assert interleave([Fixed("a", 1.0), Fixed("b", 1.0)], PLAN, QUIET).settle is None
+
+
+def test_a_side_that_crashes_stops_alone_and_all_crashing_stops_the_rounds():
+    crashing: list[BlockTimer] = [Fixed("a", 1.0, fails_at=4), Fixed("b", 1.0)]
+    result = interleave(crashing, PLAN, QUIET)
+    assert result.failed == {0: "a crashed"} and len(result.blocks[0]) == 4
+    assert len(result.blocks[1]) == len(result.rounds_used) == PLAN.rounds  # b went on
+    everything = [Fixed("a", 1.0, fails_at=2), Fixed("b", 1.0, fails_at=2)]
+    result = interleave(everything, PLAN, QUIET)
+    assert set(result.failed) == {0, 1} and result.rounds_used == []  # nothing to compare
+
+
+def test_a_question_never_extends_past_max_rounds_below_the_plan():
+    result = interleave(sides(1.0), PLAN, QUIET, decided=lambda result: False, max_rounds=5)
+    assert len(result.rounds_used) == PLAN.rounds
+
+
+def test_progress_says_the_round_every_five_and_each_new_session(monkeypatch):
+    monkeypatch.setattr("edgekit.measure.interleave.time.sleep", lambda seconds: None)
+    said: list[str] = []
+    interleave(sides(1.0), PLAN, QUIET, progress=said.append)
+    assert said == ["round 5/10", "round 10/10"]
+    said.clear()
+    timers: list[BlockTimer] = [Session(n, 0.04, np.random.default_rng(0)) for n in "ab"]
+    interleave(timers, IN_SESSIONS, QUIET, progress=said.append)
+    assert said == ["new sessions", "round 5/9", "new sessions"]  # no gap, no wait
+    said.clear()
+    interleave(timers, replace(IN_SESSIONS, session_gap_s=120.0), QUIET, progress=said.append)
+    assert said == ["waiting 120 s before session 2", "new sessions", "round 5/9",
+                    "waiting 120 s before session 3", "new sessions"]  # fmt: skip
+
+
+def test_a_side_that_crashed_is_not_reopened_and_the_others_still_are():
+    class CrashesOnce(Session):
+        def block(self, runs: int) -> Block:
+            from edgekit.errors import EdgekitError
+
+            raise EdgekitError(f"{self.label} crashed")
+
+    rng = np.random.default_rng(0)
+    timers: list[BlockTimer] = [CrashesOnce("a", 0.04, rng), Session("b", 0.04, rng)]
+    result = interleave(timers, IN_SESSIONS, QUIET)
+    assert result.failed == {0: "a crashed"}
+    assert [timer.opened for timer in timers] == [1, 3]
