@@ -20,6 +20,7 @@ import time
 
 GRACE_S = 4.0
 JOURNAL_ENV = "EDGEKIT_TEMP_JOURNAL"
+FULL_BELOW_BYTES = 1 << 20  # a folder with less room than this was the reason, not a crash
 
 
 def _journal(journal: str) -> list[str]:
@@ -28,6 +29,18 @@ def _journal(journal: str) -> list[str]:
             return [line.rstrip("\n") for line in handle if line.strip()]
     except OSError:
         return []
+
+
+def _full_folder(lines: list[str]) -> str | None:
+    """The folder of a journaled scratch path whose file system has no room left: a converter
+    that meets a full disk may end the process before edgekit can say so (LLVM's fatal error
+    handler exits). Looked at before the scratch files are removed and free their space."""
+    for path in (line for line in lines if not line.startswith("#")):
+        folder = os.path.dirname(path.rstrip("/"))
+        with contextlib.suppress(OSError):
+            if shutil.disk_usage(folder).free < FULL_BELOW_BYTES:
+                return folder
+    return None
 
 
 def _clean(lines: list[str]) -> None:
@@ -73,6 +86,7 @@ def main() -> None:
     with contextlib.suppress(ProcessLookupError):  # anything of the group still alive
         os.killpg(child.pid, signal.SIGKILL)
     lines = _journal(journal)
+    full = _full_folder(lines) if code != 0 and "#finished" not in lines else None
     _clean(lines)
     with contextlib.suppress(OSError):
         os.unlink(journal)
@@ -80,6 +94,10 @@ def main() -> None:
         if code not in (0, 130):
             print("edgekit: interrupted", file=sys.stderr)
         sys.exit(130)
+    if full is not None:
+        print(f"edgekit: error: {full}: No space left on device (the disk filled up while a "
+              "native library wrote there, and it ended the process)", file=sys.stderr)  # fmt: skip
+        sys.exit(2)
     if code != 0 and "#finished" not in lines:  # ended by a library, not by edgekit
         why = f"signal {-code}" if code < 0 else f"exit {code}"
         print(

@@ -14,7 +14,7 @@ from onnx import numpy_helper
 
 from edgekit.artifacts.artifact import manifest_path
 from edgekit.common.fileio import sha256_file
-from edgekit.measure.accuracy import evaluate_artifact
+from edgekit.measure.accuracy import BaselineLogits, evaluate_artifact
 from edgekit.testing import assert_accuracy_drop
 
 
@@ -60,6 +60,24 @@ def test_int8_shows_a_measured_drop_with_its_interval(export_digits):
     assert low <= record.drop_points <= high
     assert record.agreement >= 0.97 and 20 < record.sqnr_db < 60
     assert abs(record.drop_points) < 2.0
+
+
+def test_artifacts_measured_against_one_source_share_its_logits(export_digits, monkeypatch):
+    from edgekit.measure.accuracy import source_for
+
+    fp32, int8 = export_digits("onnx", "fp32"), export_digits("onnx", "int8")
+    source = source_for(fp32)
+    passes = []
+    predict = source.predict
+    monkeypatch.setattr(source, "predict", lambda x: passes.append(len(x)) or predict(x))
+    baseline = BaselineLogits()
+    shared = [evaluate_artifact(a, source=source, baseline=baseline) for a in (fp32, int8, int8)]
+    assert passes == [899]  # one forward pass of the source for the three evaluations
+    alone = evaluate_artifact(int8, source=source)
+    assert passes == [899, 899]
+    assert shared[1].to_dict() | {"fingerprint": None} == alone.to_dict() | {"fingerprint": None}
+    evaluate_artifact(int8, source=source, baseline=baseline, limit=100)  # other images
+    assert passes == [899, 899, 100]
 
 
 def test_a_damaged_artifact_fails_the_gate_and_a_good_one_passes(export_digits, tmp_path, capsys):

@@ -77,6 +77,8 @@ def _toml(tmp_path: Path, body: str) -> str:
 
 
 # id -> (args, setup(tmp_path, artifacts) -> {placeholder: value}, exit code, message)
+# a value that is not a number is matched by the parser's refusal ("Invalid value for
+# '--max-drop'"): the option's name alone is also in the later checks' messages
 CASES = {
     # ---- export -----------------------------------------------------------------------------
     "export-unknown-target": (["export", "--target", "coreml"], None, 2, "unknown target 'coreml'"),
@@ -85,7 +87,8 @@ CASES = {
     "export-zero-calibration": (
         ["export", "--int8", "--calibration-samples", "0"], None, 2, "must be positive"),
     "export-calibration-not-a-number": (
-        ["export", "--calibration-samples", "many"], None, 2, "--calibration-samples"),
+        ["export", "--calibration-samples", "many"], None, 2,
+        "Invalid value for '--calibration-samples'"),
     "export-missing-pt2": (["export", "--model", "nowhere/m.pt2"], None, 2, "model file not found"),
     "export-garbage-pt2": (
         ["export", "--model", "{garbage_pt2}"], "garbage_pt2", 2, "not a loadable ExportedProgram"),
@@ -177,11 +180,12 @@ CASES = {
         ["export", "--target", "onnx", "--int8", "--io", "int8"], None, 2, "--io int8 applies"),
     "export-unknown-keep-float": (
         ["export", "--target", "onnx", "--int8", "--keep-float", "block99.dw"], None, 2,
-        "block99.dw"),
+        "cannot keep block99.dw float"),
     "export-negative-max-drop": (
         ["export", "--int8", "--max-drop", "-1"], None, 2, "--max-drop must be >= 0"),
     "export-max-drop-without-int8": (["export", "--max-drop", "1"], None, 2, "needs --int8"),
-    "export-max-drop-not-a-number": (["export", "--max-drop", "abc"], None, 2, "--max-drop"),
+    "export-max-drop-not-a-number": (["export", "--max-drop", "abc"], None, 2,
+                                    "Invalid value for '--max-drop'"),
     "export-data-dependent-branch": (
         ["export", "--model", "user_models:branchy", "--target", "onnx"], None, 1,
         "data-dependent control flow"),
@@ -195,7 +199,7 @@ CASES = {
     "foreign-truncated-onnx": (["eval", "{truncated_bare_onnx}"], "truncated_bare_onnx", 2,
                                "not a readable ONNX file"),
     "foreign-truncated-pte": (["bench", "{truncated_bare_pte}"], "truncated_bare_pte", 2,
-                              "t.pte"),
+                              "t.pte: ExecuTorch cannot load it"),
     "foreign-string-input": (["bench", "{string_input}"], "string_input", 2,
                              "input text is string"),
     "foreign-bool-input": (["eval", "{bool_input}"], "bool_input", 2, "input flag is bool"),
@@ -244,6 +248,8 @@ CASES = {
                                "not valid JSON"),
     "eval-manifest-without-input": (["eval", "{manifest_no_input}"], "manifest_no_input", 2,
                                     "lacks 'input'"),
+    "eval-manifest-empty-shape": (["eval", "{manifest_empty_shape}"], "manifest_empty_shape", 2,
+                                  "input.shape [] is not a tensor's shape"),
     "eval-manifest-shape-of-words": (["eval", "{manifest_bad_shape}"], "manifest_bad_shape", 2,
                                      "input.shape: must be list[int]"),
     "eval-manifest-from-the-future": (["eval", "{manifest_future}"], "manifest_future", 2,
@@ -263,9 +269,11 @@ CASES = {
                             "unknown device 'phone'"),
     "eval-option-of-another-device": (["eval", "{onnx}", "--device", "gpu", "--serial", "X"],
                                       "onnx", 2, "--serial does not apply to device gpu"),
-    "eval-threads-not-a-number": (["eval", "{onnx}", "--threads", "two"], "onnx", 2, "--threads"),
+    "eval-threads-not-a-number": (["eval", "{onnx}", "--threads", "two"], "onnx", 2,
+                                  "Invalid value for '--threads'"),
     "eval-data-of-other-classes": (["eval", "{onnx}", "--data", "{npz_three_classes}"],
-                                   "onnx npz_three_classes", 2, "classes"),
+                                   "onnx npz_three_classes", 2,
+                                   "dataset has 3 classes"),
     # ---- profile ----------------------------------------------------------------------------
     "profile-missing-file": (
         ["profile", "missing.tflite"], None, 2, "missing.tflite: artifact not found"),
@@ -282,7 +290,8 @@ CASES = {
     "run-session-gap-without-sessions": (
         ["run", "--session-gap", "60"], None, 2, "needs --sessions 2 or more"),
     "bench-zero-threads": (["bench", "{onnx}", "--threads", "0"], "onnx", 2, "positive counts"),
-    "bench-rounds-not-a-number": (["bench", "{onnx}", "--rounds", "lots"], "onnx", 2, "--rounds"),
+    "bench-rounds-not-a-number": (["bench", "{onnx}", "--rounds", "lots"], "onnx", 2,
+                                  "Invalid value for '--rounds'"),
     "bench-option-of-another-device": (["bench", "{onnx}", "--device", "arm64-emu", "--serial",
                                         "X"], "onnx", 2, "--serial does not apply"),
     "bench-truncated-onnx": (["bench", "{truncated_onnx}", "--no-baseline"], "truncated_onnx", 2,
@@ -292,7 +301,7 @@ CASES = {
     "bench-android-without-adb": (["bench", "{onnx}", "--device", "android"], "onnx no_adb", 2,
                                   "adb: not found on PATH"),
     "bench-min-runs-not-a-number": (["bench", "{onnx}", "--min-runs", "x"], "onnx", 2,
-                                    "--min-runs"),
+                                    "Invalid value for '--min-runs'"),
     # ---- check -------------------------------------------------------------------------------
     "check-nothing": (["check"], None, 2, "give one or more artifacts"),
     "check-flips-a-fraction-of-an-image": (["check", "{onnx}", "--max-flips", "1.5"], "onnx", 2,
@@ -300,7 +309,7 @@ CASES = {
     "check-class-drop-negative": (["check", "{onnx}", "--max-class-drop", "-1"], "onnx", 2,
                                   "--max-class-drop -1: expected points"),
     "check-class-drop-not-a-number": (["check", "{onnx}", "--max-class-drop", "abc"], "onnx", 2,
-                                      "--max-class-drop"),
+                                      "Invalid value for '--max-class-drop'"),
     "check-collapse-share-above-one": (["check", "{onnx}", "--fail-on-collapse",
                                         "--collapse-share", "1.5"], "onnx", 2,
                                        "--collapse-share 1.5: expected a share"),
@@ -308,9 +317,9 @@ CASES = {
                                           "no_manifest", 2, "no source model to count flips"),
     "check-no-bound": (["check", "{onnx}"], "onnx", 2, "give at least one bound"),
     "check-max-drop-not-a-number": (["check", "{onnx}", "--max-drop", "abc"], "onnx", 2,
-                                    "--max-drop"),
+                                    "Invalid value for '--max-drop'"),
     "check-latency-not-a-number": (["check", "{onnx}", "--max-latency-regression", "ten"], "onnx",
-                                   2, "--max-latency-regression"),
+                                   2, "Invalid value for '--max-latency-regression'"),
     "check-latency-without-a-reference": (["check", "{onnx}", "--max-latency-regression", "10"],
                                           "onnx", 2, "needs --against"),
     "check-negative-regression": (["check", "{onnx}", "--max-latency-regression", "-5",
@@ -330,7 +339,8 @@ CASES = {
     "run-unknown-target": (["run", "--target", "coreml"], None, 2, "unknown target"),
     "run-unknown-recipe": (["run", "--recipe", "int4"], None, 2, "unknown recipe"),
     "run-zero-threads": (["run", "--threads", "0"], None, 2, "positive counts"),
-    "run-max-drop-not-a-number": (["run", "--max-drop", "x"], None, 2, "--max-drop"),
+    "run-max-drop-not-a-number": (["run", "--max-drop", "x"], None, 2,
+                                  "Invalid value for '--max-drop'"),
     "run-missing-config": (["run", "--config", "nope.toml"], None, 2, "config file not found"),
     "run-config-not-toml": (["run", "--config", "{toml_garbage}"], "toml_garbage", 2,
                             "not valid TOML"),
@@ -354,13 +364,15 @@ CASES = {
                              "accuracy.drop_points: must be float"),
     "history-corrupt-database": (["history", "--history", "{corrupt_db}"], "corrupt_db", 2,
                                  "not a readable edgekit history database"),
-    "history-limit-not-a-number": (["history", "--limit", "all"], None, 2, "--limit"),
+    "history-limit-not-a-number": (["history", "--limit", "all"], None, 2,
+                                   "Invalid value for '--limit'"),
     "compare-unknown-run": (["compare", "nope", "nope2", "--history", "{empty_db}"], "empty_db",
                             2, "no run 'nope2'"),
     # ---- quantize-debug, device, zoo, the command line itself ---------------------------------
     "qdebug-unknown-target": (["quantize-debug", "--target", "coreml"], None, 2,
                               "unknown target 'coreml'"),
-    "qdebug-samples-not-a-number": (["quantize-debug", "--samples", "x"], None, 2, "--samples"),
+    "qdebug-samples-not-a-number": (["quantize-debug", "--samples", "x"], None, 2,
+                                    "Invalid value for '--samples'"),
     "qdebug-unknown-model": (["quantize-debug", "--model", "zoo:alexnet"], None, 2,
                              "no such zoo model"),
     "qdebug-data-with-nan": (["quantize-debug", "--data", "{npz_nan}"], "npz_nan", 2,
@@ -567,6 +579,9 @@ class Files:
 
     def manifest_bad_shape(self):
         return self._mutated("bad_shape.onnx", _set("input.shape", ["one", 1, 32, 32]))
+
+    def manifest_empty_shape(self):
+        return self._mutated("empty_shape.onnx", _set("input.shape", []))
 
     def manifest_future(self):
         return self._mutated("future.onnx", _set("schema_version", 99))

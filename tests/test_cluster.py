@@ -81,6 +81,7 @@ def test_android_rows_run_on_the_node_with_the_phone(scenario):
     run = scenario["cluster_run"]
     assert run["code"] == 0, run["err"]
     phone = next(n for n in scenario["status"] if "edgekit_adb_emulator-5554" in n["edgekit"])
+    assert {row["device"] for row in run["rows"]} == {"cpu", "android"}  # rows of both to place
     for row in run["rows"]:
         assert row["status"] == "ok"
         on_phone = row["node"].endswith(_short(phone["id"]))
@@ -143,6 +144,7 @@ def test_benchmarks_never_overlap_on_a_node(scenario):
 @pytest.mark.cluster
 def test_a_killed_node_takes_only_its_rows_down(scenario):
     killed = scenario["killed_run"]
+    assert killed["pushed"], "the node was killed before the phone's pool ran"
     assert killed["code"] == 1 and "rows" in killed, (killed["out_head"], killed["err"])
     by_device = {row["device"]: row for row in killed["rows"]}
     assert by_device["cpu"]["status"] == "ok"
@@ -154,6 +156,8 @@ def test_a_killed_node_takes_only_its_rows_down(scenario):
 @pytest.mark.cluster
 def test_ctrl_c_cancels_the_run_and_leaves_no_run_directory(scenario):
     interrupted = scenario["interrupted"]
+    # the supervisor exits 130 on any Ctrl-C: the run must have reached the phone's pool first
+    assert interrupted["pushed"], "Ctrl-C came before the phone's pool ran"
     assert interrupted["code"] == 130, interrupted["err"]
     assert interrupted["left"] == []
 
@@ -162,6 +166,8 @@ def test_ctrl_c_cancels_the_run_and_leaves_no_run_directory(scenario):
 def test_resume_runs_only_what_is_missing(scenario):
     resumed, killed = scenario["resumed"], scenario["killed_run"]
     assert resumed["code"] == 0, resumed["err"]
+    measured = sorted((row["kind"], row["device"]) for row in resumed["rows"])
+    assert measured == [("artifact", "android"), ("artifact", "cpu"), ("baseline", "cpu")]
     assert all(row["status"] == "ok" for row in resumed["rows"])
     before = {(r["device"], r["recipe"]): r for r in killed["rows"]}
     for row in resumed["rows"]:

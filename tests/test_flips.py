@@ -63,6 +63,8 @@ def test_per_class_drops_carry_an_interval_and_a_p_adjusted_across_classes():
     assert by_name["class_1"].drop_points == 0.0 and by_name["class_1"].drop_ci == (0.0, 0.0)
     assert by_name["class_0"].p_value < 0.01
     assert all(change.p_adjusted >= change.p_value for change in changes)
+    # Benjamini-Hochberg over the 4 classes: the one small p, ranked first, is multiplied by 4
+    assert by_name["class_0"].p_adjusted == pytest.approx(4 * by_name["class_0"].p_value)
 
 
 def test_a_class_absent_from_the_split_has_no_row():
@@ -104,6 +106,7 @@ def test_outputs_that_barely_move_are_a_collapse_without_labels():
 def test_a_source_that_predicts_one_class_that_often_explains_the_artifact():
     mostly_zero = one_hot([0] * 18 + [1, 2])
     assert not collapse(mostly_zero, NAMES, mostly_zero).collapsed
+    assert collapse(mostly_zero, NAMES).collapsed  # the same outputs, no source to explain them
     assert not collapse(one_hot([0, 1, 2, 3] * 5), NAMES).collapsed
     two_classes = one_hot([0] * 18 + [1, 1], classes=2)
     assert not collapse(two_classes, ("cat", "dog")).collapsed  # no source: 2 classes may

@@ -96,6 +96,8 @@ def _only_complete_artifacts(folder: Path) -> list[str]:
         if not name.endswith(".json"):
             load_artifact(folder / name)  # digest checked against the manifest
             assert f"{name}.json" in names
+        else:  # a manifest whose artifact went is not a complete artifact either
+            assert name.removesuffix(".json") in names, names
     return names
 
 
@@ -192,6 +194,38 @@ def test_a_full_disk_and_a_read_only_folder_are_one_line(tmp_path, options, mess
         assert len([ln for ln in done.stderr.splitlines() if "error:" in ln]) == 1
         assert "Traceback" not in done.stderr
         assert not list(folder.rglob("*.onnx*"))
+    finally:
+        _unmount(folder)
+
+
+@pytest.mark.needs_root
+@pytest.mark.parametrize("target", ["onnx", "tflite"])
+def test_a_disk_that_fills_up_during_the_export_is_one_line_naming_the_file(tmp_path, target):
+    """The pre-flight check passes (40 MB free), then another process takes every free byte
+    while the converter works: the converter's own write meets ENOSPC."""
+    folder = tmp_path / "mounted"
+    _mount(folder, "size=40m")
+    try:
+        export = subprocess.Popen(
+            [EDGEKIT, "export", "--target", target, "-o", str(folder / "out")],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            cwd=tmp_path,
+        )
+        deadline = time.monotonic() + 120
+        while not list(folder.glob("out/.*")) and export.poll() is None:
+            assert time.monotonic() < deadline, "the export never started its scratch folder"
+            time.sleep(0.01)
+        free = shutil.disk_usage(folder).free
+        subprocess.run(["fallocate", "-l", str(free), str(folder / "filler")], check=True)
+        assert shutil.disk_usage(folder).free == 0 and export.poll() is None
+        stderr = export.communicate(timeout=300)[1]
+        lines = [ln for ln in stderr.splitlines() if "error:" in ln]
+        assert export.returncode == 2, stderr[-500:]
+        assert len(lines) == 1 and "No space left on device" in lines[0], stderr[-500:]
+        assert str(folder / "out") in lines[0] and "Traceback" not in stderr
+        assert sorted(p.name for p in folder.rglob("*")) == ["filler", "out"]  # nothing partial
     finally:
         _unmount(folder)
 

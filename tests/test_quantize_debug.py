@@ -185,6 +185,7 @@ def test_weights_replace_the_factory_s_own(report, digits_model, tmp_path, capsy
 def test_plot_writes_a_png(report, tmp_path):
     path = plot(report, tmp_path / "sub" / "plot.png")
     assert path.stat().st_size > 10_000
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # a PNG, not any file that large
 
 
 def test_precision_label():

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import run_cli
+from measured_rows import interleaved, measured_row
 
 from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
 from edgekit.report.history import compare_runs, list_runs, record_run, resolve_run
-from edgekit.report.recommend import pareto_front, recommend
+from edgekit.report.recommend import recommend
 from edgekit.results import RESULTS_SCHEMA_VERSION, Results, Row, load_results
 from edgekit.run.cells import failed_row as _failed
 from edgekit.run.config import RunConfig
 
 RECORDED = Path(__file__).parent / "data" / "results_recorded.json"
-HOST = {"latency_comparable": True, "where": "host"}
 
 
 @pytest.fixture
@@ -29,31 +29,6 @@ def run_dir(tmp_path):
     directory.mkdir(parents=True)
     shutil.copy(RECORDED, directory / "results.json")
     return directory
-
-
-def _row(target, recipe, rounds, drop, high, device="cpu", size=1000, **extra):
-    """A measured row; ``rounds`` are its per-round latencies (the p50 is their median)."""
-    return Row(
-        kind="artifact",
-        target=target,
-        recipe=recipe,
-        device=device,
-        threads=1,
-        status="ok",
-        latency={"p50_ms": sorted(rounds)[len(rounds) // 2]},
-        rounds_ms=list(rounds),
-        traits=dict(HOST),
-        size_bytes=size,
-        accuracy={"drop_points": drop, "drop_ci": [drop - 0.3, high]},
-        **extra,
-    )
-
-
-def _pool(*rows):
-    """Mark rows as measured in the same interleaved rounds."""
-    for row in rows:
-        row.interleaved_with = [other.name for other in rows if other is not row]
-    return list(rows)
 
 
 def test_results_schema_of_a_recorded_run():
@@ -69,80 +44,6 @@ def test_results_schema_of_a_recorded_run():
             assert low <= row.speedup <= high and row.fingerprint["id"]
         if not row.ok:
             assert row.error
-
-
-def test_a_clear_winner_is_faster_beyond_its_interval():
-    fast = _row("tflite", "fp32", [1.00, 1.01, 0.99, 1.02, 1.00], 0.0, 0.0)
-    slow = _row("onnx", "fp32", [1.30, 1.31, 1.29, 1.33, 1.30], 0.0, 0.0)
-    advice = recommend(_pool(fast, slow), max_drop=1.0)
-    assert advice.best is fast and advice.tie_break is None
-    assert "slower: 1.30x" in dict(advice.reasons)[slow.label]
-
-
-def test_a_tie_goes_to_the_smaller_drop_then_the_smaller_file():
-    # the same latency within noise: the round ratios straddle 1
-    a = _row("tflite", "int8", [1.00, 1.05, 0.97, 1.03, 0.99], 0.4, 0.8, size=900)
-    b = _row("onnx", "int8", [1.01, 0.98, 1.04, 0.99, 1.02], 0.1, 0.5, size=2000)
-    advice = recommend(_pool(a, b), max_drop=1.0)
-    assert advice.best is b and "tied on latency" in advice.tie_break
-    c = _row("executorch", "int8", [1.02, 0.99, 1.01, 1.00, 1.00], 0.1, 0.5, size=500)
-    advice = recommend(_pool(a, b, c), max_drop=1.0)
-    assert advice.best is c  # same drop as b, smaller file
-
-
-def test_pareto_front_counts_only_interval_backed_speed():
-    fast = _row("a", "int8", [1.0, 1.01, 0.99, 1.0, 1.0], 0.5, 0.9)
-    same_speed_better_drop = _row("b", "fp32", [1.0, 0.99, 1.01, 1.0, 1.0], 0.0, 0.0)
-    slow_worse = _row("c", "int8", [1.5, 1.51, 1.49, 1.5, 1.5], 0.6, 1.0)
-    front = pareto_front(_pool(fast, same_speed_better_drop, slow_worse))
-    assert [row.target for row in front] == ["b"]  # b ties a on latency and has a smaller drop
-
-
-def test_rows_that_cannot_win_say_why():
-    software_gpu = _row("tflite", "fp32", [0.1] * 5, 0.0, 0.0, device="gpu")
-    software_gpu.traits = {"latency_comparable": False, "note": "software Vulkan, not a GPU speed"}
-    over = _row("onnx", "int8", [0.5] * 5, 1.2, 2.5)
-    good = _row("executorch", "int8", [0.8] * 5, 0.2, 0.6)
-    lacking = Row(
-        kind="artifact",
-        target="onnx",
-        recipe="fp16",
-        device="gpu",
-        threads=1,
-        status="unavailable",
-        error="no CUDA",
-    )
-    rows = [software_gpu, over, good, lacking]
-    advice = recommend(rows, max_drop=1.0)
-    reasons = dict(advice.reasons)
-    assert advice.best is good
-    assert "software Vulkan" in reasons[software_gpu.label]
-    assert "drop upper bound +2.50 > budget 1" in reasons[over.label]
-    assert lacking.label not in reasons  # a device this machine lacks is listed elsewhere
-    assert recommend(rows, max_drop=-1.0).best is None
-
-
-def test_disturbed_rows_still_compete_on_their_paired_ratios_with_a_warning():
-    fast, slow = _pool(
-        _row("tflite", "int8", [0.30, 0.31, 0.29, 0.30, 0.30], 0.1, 0.5, disturbed=True),
-        _row("onnx", "fp32", [0.60, 0.61, 0.59, 0.60, 0.60], 0.0, 0.3, disturbed=True),
-    )
-    advice = recommend([fast, slow], max_drop=1.0)
-    assert advice.best is fast
-    assert "slower: 2.00x" in dict(advice.reasons)[slow.label]
-    assert "WARNING: other processes disturbed the timing of 2 competing row(s)" in advice.summary
-    quiet = recommend(_pool(_row("tflite", "int8", [0.3] * 5, 0.1, 0.5)), max_drop=1.0)
-    assert "WARNING" not in quiet.summary
-
-
-def test_when_nothing_qualifies_the_summary_gives_the_reasons_that_applied():
-    failed = _row("onnx", "int8", [0.5] * 5, 0.0, 0.0)
-    failed.status, failed.error = "failed", "crashed"
-    over = _row("tflite", "int8", [0.3] * 5, 1.5, 2.0)
-    summary = recommend([failed, over], max_drop=1.0).summary
-    assert summary == "nothing to recommend: 1 row(s) failed; 1 row(s) drop over the budget"
-    only_failed = recommend([failed], max_drop=1.0).summary
-    assert "budget" not in only_failed  # the budget is never the reason where it was not
 
 
 def test_report_is_rebuilt_from_results_json_alone(run_dir, capsys):
@@ -268,6 +169,7 @@ def test_the_page_shows_flipped_images_layer_bars_and_links_each_ruled_out_row(r
     assert "scaled to the whole-model p50" in layer_table
     # every row the recommendation ruled out links to its row of the results table
     advice = recommend(results.rows, results.run["config"]["max_drop"])
+    assert advice.reasons, "the recorded run has rows the recommendation ruled out"
     for label, _ in advice.reasons:
         anchor = re.search(rf'<a href="#([^"]+)">{re.escape(label)}</a>', page)
         assert anchor and f'<tr id="{anchor.group(1)}">' in page, label
@@ -483,10 +385,10 @@ def test_a_missing_device_is_unavailable_and_a_broken_one_failed():
 def test_each_quantized_row_shows_its_ratio_to_the_same_targets_fp32():
     from edgekit.report.tables import COLUMNS, table_rows
 
-    fp32, int8, other = _pool(
-        _row("tflite", "fp32", [0.60, 0.61, 0.59, 0.60, 0.60], 0.0, 0.3),
-        _row("tflite", "int8", [0.30, 0.31, 0.29, 0.30, 0.30], 0.1, 0.5),
-        _row("onnx", "int8", [0.20, 0.20, 0.21, 0.19, 0.20], 0.1, 0.5),
+    fp32, int8, other = interleaved(
+        measured_row("tflite", "fp32", [0.60, 0.61, 0.59, 0.60, 0.60], 0.0, 0.3),
+        measured_row("tflite", "int8", [0.30, 0.31, 0.29, 0.30, 0.30], 0.1, 0.5),
+        measured_row("onnx", "int8", [0.20, 0.20, 0.21, 0.19, 0.20], 0.1, 0.5),
     )
     results = Results({"id": "x", "peaks": {}}, [fp32, int8, other])
     column = COLUMNS.index("vs its fp32 [95% CI]")

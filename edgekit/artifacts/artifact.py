@@ -117,6 +117,12 @@ def validate_manifest(manifest: Any, where: str) -> None:
     check_fields(manifest["file"], MANIFEST["file"], f"{where}: file", ("size", "sha256"))
     for side in ("input", "output"):
         check_fields(manifest[side], TENSOR, f"{where}: {side}", ("shape", "dtype"))
+        shape = manifest[side]["shape"]
+        if not shape or any(dim == 0 or dim < -1 for dim in shape):
+            raise UserInputError(
+                f"{where}: {side}.shape {shape} is not a tensor's shape (dimensions >= 1, or -1 "
+                "where the file leaves one dynamic)"
+            )
     if manifest["schema_version"] > SCHEMA_VERSION or manifest["schema_version"] < 1:
         raise UserInputError(
             f"{where}: manifest schema {manifest['schema_version']} is not one this edgekit "

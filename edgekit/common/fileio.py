@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -23,6 +24,17 @@ def sha256_file(path: Path) -> str:
 
 
 JOURNAL_ENV = "EDGEKIT_TEMP_JOURNAL"
+
+
+# the file system refused the bytes, not the converter the model: no other exporter can help
+DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+
+
+def raise_disk_error(exc: BaseException, path: Path) -> None:
+    """Re-raise a full disk or quota (or a folder turned read-only) met while writing ``path``
+    as the OSError it is, naming the file: the CLI says it in one line. Other errors return."""
+    if isinstance(exc, OSError) and exc.errno in DISK_ERRORS:
+        raise OSError(exc.errno, os.strerror(exc.errno), str(exc.filename or path)) from exc
 
 
 def journal(path: Path | str) -> None:

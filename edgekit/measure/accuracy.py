@@ -7,6 +7,7 @@ same artifact's logits there against the host's (``versus_host``)."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,6 +199,20 @@ def dataset_for(artifact: Artifact, data: str) -> Dataset:
     return load_dataset(data, preprocess)
 
 
+class BaselineLogits:
+    """The source model's logits, computed once per model and input for every artifact measured
+    against them (a run evaluates several artifacts, and several devices, on one split)."""
+
+    def __init__(self) -> None:
+        self._logits: dict[tuple, np.ndarray] = {}
+
+    def __call__(self, source: SourceModel, x: np.ndarray) -> np.ndarray:
+        key = (source.digest, x.shape, x.dtype.str, hashlib.blake2b(x.tobytes()).hexdigest())
+        if key not in self._logits:
+            self._logits[key] = source.predict(x)
+        return self._logits[key]
+
+
 def evaluate_artifact(
     path: str | Artifact,
     *,
@@ -209,13 +224,15 @@ def evaluate_artifact(
     source: SourceModel | None = None,
     dataset: Dataset | None = None,
     host_logits: np.ndarray | None = None,
+    baseline: BaselineLogits | None = None,
 ) -> AccuracyRecord:
     """Run the evaluation split through the artifact on ``device`` (a name or a Device) and
     through the baseline.
 
     ``source`` and ``dataset`` let a caller that already holds them (``edgekit run``) skip
     reloading; the source must be the one the artifact was exported from. ``host_logits``
-    replaces the host reference of a compare-to-host device (tests perturb it)."""
+    replaces the host reference of a compare-to-host device (tests perturb it). ``baseline``
+    keeps the source's logits for the caller's next artifact."""
     from edgekit.common.machine import fingerprint
     from edgekit.targets import runtime_versions
 
@@ -248,8 +265,9 @@ def evaluate_artifact(
     if source is None:
         figures = labels_only(outputs, y, dataset.class_names)
     else:
+        reference = baseline(source, x) if baseline is not None else source.predict(x)
         figures = compare_on_labels(
-            outputs, source.predict(x), y, dataset.class_names, confidence, images=x
+            outputs, reference, y, dataset.class_names, confidence, images=x
         )
     versus = None
     if where.traits(runtime).compare_to_host:

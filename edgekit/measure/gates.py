@@ -167,6 +167,23 @@ def _input_shape(artifact: Artifact) -> tuple[int, ...]:
     return tuple(artifact.manifest.input.shape)
 
 
+def widened_ratio(result: Interleaved) -> tuple[float, float, float, tuple[float, float]]:
+    """A latency gate's figures from its three sides (reference, the reference's second session,
+    candidate): candidate/reference, its interval widened by the noise band (the reference
+    against its second session), and that band's interval."""
+    band = result.ratio(1, 0)[1]
+    ratio, interval = result.ratio(2, 0)
+    low, high = widen(interval, band_of(band))
+    return ratio, low, high, band
+
+
+def latency_decided(result: Interleaved, bound: float) -> bool:
+    """The whole widened interval lies on one side of the bound: more rounds cannot change the
+    verdict."""
+    _, low, high, _ = widened_ratio(result)
+    return low > bound or high <= bound
+
+
 def latency_regression(
     candidate: str | Artifact,
     reference: str | Artifact,
@@ -199,16 +216,6 @@ def latency_regression(
     guard = guard or NoiseGuard()
     bound = 1.0 + max_regression_pct / 100.0
 
-    def widened(result: Interleaved) -> tuple[float, float, float, tuple[float, float]]:
-        band = result.ratio(1, 0)[1]  # the reference against a second session of itself
-        ratio, interval = result.ratio(2, 0)
-        low, high = widen(interval, band_of(band))
-        return ratio, low, high, band
-
-    def decided(result: Interleaved) -> bool:
-        _, low, high, _ = widened(result)
-        return low > bound or high <= bound  # the whole interval on one side of the threshold
-
     sides = [(old, None), (old, None), (new, synthetic_delay_ms)]
     timers, records = [], []
     try:
@@ -216,7 +223,8 @@ def latency_regression(
             extra = {"synthetic_delay_ms": delay} if delay else {}
             timers.append(where.timer(artifact, threads, None, protocol, 600.0, **extra))
             records.append(LatencyRecord.for_artifact(artifact, where.name, threads))
-        result = measure(timers, records, protocol, guard, None, decided,
+        result = measure(timers, records, protocol, guard, None,
+                         lambda partial: latency_decided(partial, bound),
                          EXTEND_ROUNDS * protocol.rounds)  # fmt: skip
     finally:
         for timer in timers:
@@ -224,7 +232,7 @@ def latency_regression(
     failed = [r.error for r in records if r.status != "ok"]
     if failed:
         raise UserInputError(f"{new.path}: the latency comparison failed: {failed[0]}")
-    ratio, low, high, (band_low, band_high) = widened(result)
+    ratio, low, high, (band_low, band_high) = widened_ratio(result)
     detail = (
         f"candidate/reference {ratio:.3f} [{low:.3f}, {high:.3f}] over "
         f"{len(result.rounds_used)} interleaved rounds (up to {EXTEND_ROUNDS}x {protocol.rounds} "

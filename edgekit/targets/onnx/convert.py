@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edgekit.common.fileio import raise_disk_error
 from edgekit.common.quiet import quiet_python
 from edgekit.errors import UnsupportedExport
 from edgekit.errors import cause_line as one_line
@@ -72,6 +73,7 @@ def export_fp32(source: SourceModel, path: Path) -> dict[str, Any]:
             )  # fmt: skip
             return {"exporter": f"torch.onnx dynamo (torch {torch.__version__})", "opset": OPSET}
         except Exception as dynamo_error:
+            raise_disk_error(dynamo_error, path)
             dynamo_failure = dynamo_error
         try:
             with without_graph_dumps(), warnings.catch_warnings(record=True) as caught:
@@ -81,6 +83,7 @@ def export_fp32(source: SourceModel, path: Path) -> dict[str, Any]:
                     verbose=False, **names,
                 )  # fmt: skip
         except Exception as legacy_error:
+            raise_disk_error(legacy_error, path)
             raise UnsupportedExport(export_failure(source, dynamo_failure, legacy_error)) from None
     tracer = [
         str(w.message).splitlines()[0] for w in caught if w.category is torch.jit.TracerWarning

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edgekit.common.fileio import temporary_directory
+from edgekit.common.fileio import raise_disk_error, temporary_directory
 from edgekit.common.quiet import quiet_native, quiet_python
 from edgekit.errors import UnsupportedExport, UserInputError, first_line
 from edgekit.targets import register
@@ -123,6 +123,7 @@ class TFLiteTarget(Target):
         except (UnsupportedExport, UserInputError):
             raise
         except Exception as exc:
+            raise_disk_error(exc, scratch)
             converter = "litert-torch" if torch_source else "tf.lite"
             raise UnsupportedExport(
                 f"tflite {request.recipe}: {converter} could not convert "

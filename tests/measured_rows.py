@@ -1,0 +1,33 @@
+"""Rows of a run as the recommendation and the report read them, built by hand: a measured
+artifact row, and a pool of rows marked as timed in the same interleaved rounds."""
+
+from __future__ import annotations
+
+from edgekit.results import Row
+
+HOST = {"latency_comparable": True, "where": "host"}
+
+
+def measured_row(target, recipe, rounds, drop, high, device="cpu", size=1000, **extra) -> Row:
+    """A measured row; ``rounds`` are its per-round latencies (the p50 is their median)."""
+    fields = {
+        "kind": "artifact",
+        "target": target,
+        "recipe": recipe,
+        "device": device,
+        "threads": 1,
+        "status": "ok",
+        "latency": {"p50_ms": sorted(rounds)[len(rounds) // 2]},
+        "rounds_ms": list(rounds),
+        "traits": dict(HOST),
+        "size_bytes": size,
+        "accuracy": {"drop_points": drop, "drop_ci": [drop - 0.3, high]},
+    }
+    return Row(**{**fields, **extra})
+
+
+def interleaved(*rows: Row) -> list[Row]:
+    """Mark rows as measured in the same interleaved rounds."""
+    for row in rows:
+        row.interleaved_with = [other.name for other in rows if other is not row]
+    return list(rows)
