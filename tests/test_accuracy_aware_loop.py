@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from measured_rows import read_back
 
 from edgekit.errors import UserInputError
 from edgekit.export import accuracy_aware
@@ -27,7 +28,7 @@ def _dataset(calibration_images: int = 12) -> Dataset:
 
 
 # "torch" built at run time, as a loader's string is, so the check compares values
-SOURCE = SimpleNamespace(framework="".join(["to", "rch"]), name="tiny", module=object(),
+SOURCE = SimpleNamespace(framework=read_back("torch"), name="tiny", module=object(),
                          example_input=lambda: None,
                          predict=lambda x: np.zeros((len(x), 3), np.float32))  # fmt: skip
 

@@ -5,7 +5,7 @@ it stops measuring, and the recorded-p50 comparison against an earlier run."""
 from __future__ import annotations
 
 import pytest
-from measured_rows import measured_row
+from measured_rows import measured_row, read_back
 
 from edgekit.errors import UserInputError
 from edgekit.measure.accuracy import AccuracyRecord
@@ -167,7 +167,7 @@ def test_a_runs_accuracy_gates_cover_its_artifact_rows_with_accuracy_labelled_as
     (gate,) = run_accuracy_gates(results, max_drop=1.0)
     assert gate.artifact == with_accuracy.label and gate.passed
     assert gate.gate == "drop upper bound (95%)"  # by default, the upper bound is held
-    with_accuracy.kind = "".join(list("artifact"))  # as results.json gives it back
+    with_accuracy.kind = read_back("artifact")  # as results.json gives it back
     assert [r.label for r in accuracy_records(results)] == [with_accuracy.label]
     gates = run_accuracy_gates(results, max_drop=0.5, min_agreement=0.99, min_sqnr=30.0,
                                point_estimate=True)  # fmt: skip
@@ -272,7 +272,7 @@ def test_host_rows_whose_files_both_exist_are_measured_again_now(monkeypatch, tm
     now = measured_row("onnx", "int8", [1.25] * 3, 0.1, 0.5, artifact="now.onnx", threads=None,
                        fingerprint=dict(FINGERPRINT))  # fmt: skip
     # "host" as results.json gives it back: an equal string, not the literal's object
-    now.traits = {"latency_comparable": True, "where": "".join(["ho", "st"])}
+    now.traits = {"latency_comparable": True, "where": read_back("host")}
     (tmp_path / "now.onnx").write_bytes(b"onnx")
     (tmp_path / "then.onnx").write_bytes(b"onnx")
     then = {"p50_ms": 1.0, "artifact_path": str(tmp_path / "then.onnx"),
@@ -309,7 +309,7 @@ def test_host_rows_whose_files_both_exist_are_measured_again_now(monkeypatch, tm
 
 def test_every_host_row_whose_files_exist_is_measured_again(monkeypatch, tmp_path):
     rows = [measured_row(target, "int8", [1.0] * 3, 0.1, 0.5, artifact=f"{target}.file",
-                         kind="".join(list("artifact")), fingerprint=dict(FINGERPRINT))
+                         kind=read_back("artifact"), fingerprint=dict(FINGERPRINT))
             for target in ("onnx", "tflite")]  # fmt: skip
     then = {}
     for row in rows:

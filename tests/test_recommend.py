@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from measured_rows import interleaved, measured_row
+from measured_rows import interleaved, measured_row, read_back
 
 from edgekit.common.budget import DropBudget
 from edgekit.common.stats import ratio_interval
@@ -373,17 +373,14 @@ def test_the_drop_budget_holds_the_upper_bound_unless_told_to_hold_the_drop():
         upper.points = 2.0
 
 
-def _fresh(text: str) -> str:
-    """An equal string that is not the literal's object, as a value read from results.json."""
-    return "".join(list(text))
-
-
 def test_rows_read_back_from_results_json_compare_by_value_not_identity():
     a, b = interleaved(
-        measured_row("tflite", "fp32", FAST, 0.0, 0.0, device=_fresh("cpu"), status=_fresh("ok")),
-        measured_row("onnx", "fp32", SLOW, 0.0, 0.0, device=_fresh("cpu")),
+        measured_row(
+            "tflite", "fp32", FAST, 0.0, 0.0, device=read_back("cpu"), status=read_back("ok")
+        ),
+        measured_row("onnx", "fp32", SLOW, 0.0, 0.0, device=read_back("cpu")),
     )
-    a.traits = {"latency_comparable": True, "where": _fresh("host")}
+    a.traits = {"latency_comparable": True, "where": read_back("host")}
     assert same_pool(a, b)
     advice = recommend([a, b], max_drop=1.0)
     assert advice.best is a and [why for _, why in advice.reasons] == [
@@ -393,14 +390,14 @@ def test_rows_read_back_from_results_json_compare_by_value_not_identity():
     # equal drops that are not one float object: a tie, not a domination
     tie_a = measured_row("tflite", "int8", [1.00, 1.05, 0.97, 1.03, 0.99], float("0.4"), 0.8)
     tie_b = measured_row("onnx", "int8", [1.01, 0.98, 1.04, 0.99, 1.02], float("0.4"), 0.8)
-    tie_b.traits = {"latency_comparable": True, "where": _fresh("host")}
+    tie_b.traits = {"latency_comparable": True, "where": read_back("host")}
     assert len(pareto_front(interleaved(tie_a, tie_b))) == 2
 
 
 def test_a_faster_row_with_the_same_drop_takes_the_slower_ones_place_on_the_front():
     fast = measured_row("tflite", "int8", FAST, 0.4, 0.8)
     slow = measured_row("onnx", "int8", SLOW, 0.4, 0.8)
-    slow.traits = {"latency_comparable": True, "where": _fresh("host")}  # as results.json has it
+    slow.traits = {"latency_comparable": True, "where": read_back("host")}  # as results.json has it
     assert pareto_front(interleaved(fast, slow)) == [fast]
 
 
@@ -447,19 +444,19 @@ def test_an_on_device_row_never_dominates_a_server_row_either():
 
 
 def test_kinds_statuses_places_and_models_read_back_from_json_are_compared_by_value():
-    artifact = measured_row("onnx", "int8", FAST, 0.1, 0.5, kind=_fresh("artifact"))
+    artifact = measured_row("onnx", "int8", FAST, 0.1, 0.5, kind=read_back("artifact"))
     assert measured([artifact]) == [artifact]
     assert recommend([artifact], max_drop=1.0).best is artifact
     server = measured_row("onnx", "int8", FAST, 0.1, 0.5)
-    server.traits = {"latency_comparable": True, "where": _fresh("server")}
+    server.traits = {"latency_comparable": True, "where": read_back("server")}
     assert recommend([server], max_drop=1.0).reasons == [
         (server.label, "a server row: compared with the baseline, never with on-device rows")
     ]
     missing = Row(kind="artifact", target="onnx", recipe="fp16", device="cuda", threads=1,
-                  status=_fresh("unavailable"), error="no CUDA")  # fmt: skip
+                  status=read_back("unavailable"), error="no CUDA")  # fmt: skip
     assert recommend([missing], max_drop=1.0).reasons == []
-    named = measured_row("onnx", "int8", FAST, 0.1, 0.5, model=_fresh("digits-mobilenet"))
-    slower = measured_row("tflite", "int8", SLOW, 0.1, 0.5, model=_fresh("digits-mobilenet"))
+    named = measured_row("onnx", "int8", FAST, 0.1, 0.5, model=read_back("digits-mobilenet"))
+    slower = measured_row("tflite", "int8", SLOW, 0.1, 0.5, model=read_back("digits-mobilenet"))
     advice = recommend_each(interleaved(named, slower), max_drop=1.0)["digits-mobilenet"]
     assert advice.best is named and [label for label, _ in advice.reasons] == [slower.label]
 
