@@ -16,6 +16,7 @@ import argparse
 import ast
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -198,12 +199,22 @@ def check_copy_is_imported(work: Path) -> None:
         raise SystemExit(f"the tests import edgekit from {where}, not from the copy {work}")
 
 
+def cpu_name() -> str:
+    """The CPU's model name, as /proc/cpuinfo gives it (a score can move with the CPU where a
+    test's figures do)."""
+    info = Path("/proc/cpuinfo")
+    names = [line.split(":", 1)[1].strip() for line in info.read_text().splitlines()
+             if line.startswith("model name")] if info.is_file() else []  # fmt: skip
+    return f"{names[0]}, {len(names)} cores" if names else platform.processor() or "unknown CPU"
+
+
 def markdown(results: dict, accepted: dict) -> str:
     lines = [
         "# Mutation testing",
         "",
-        f"Written by `make mutation` (cosmic-ray) on {results['when']}; nothing here was written "
-        "by hand. Score: killed / (killed + survived); incompetent mutants (that do not even "
+        f"Written by `make mutation` (cosmic-ray), last on {results['when']}; each module's row "
+        "says when and on which CPU it was mutated. Nothing here was written by hand. Score: "
+        "killed / (killed + survived); incompetent mutants (that do not even "
         f"import) count for neither. Target: {TARGET:.0%} per module.",
         "",
         "A mutant of the `|` inside a type annotation is not run: `from __future__ import "
@@ -216,8 +227,8 @@ def markdown(results: dict, accepted: dict) -> str:
         "and counted as out of scope.",
         "",
         "| module | scope | tests | mutants | out of scope | in annotations | killed | survived | "
-        "accepted | incompetent | score | score, accepted left out |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "accepted | incompetent | score | score, accepted left out | mutated |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for module, entry in results["modules"].items():
         out, annotations = entry.get("out_of_scope", 0), entry.get("annotations", 0)
@@ -229,7 +240,8 @@ def markdown(results: dict, accepted: dict) -> str:
         scope = ", ".join(entry.get("scope") or []) or "the whole module"
         lines.append(f"| {module} | {scope} | {', '.join(entry['tests'])} | {total} | {out} | "
                      f"{annotations} | {entry['killed']} | {entry['survived']} | {taken} | "
-                     f"{entry['incompetent']} | {score} | {net} |")  # fmt: skip
+                     f"{entry['incompetent']} | {score} | {net} | {entry['when']}, "
+                     f"{entry['cpu']} |")  # fmt: skip
     for module, entry in results["modules"].items():
         if not entry["survivors"]:
             continue
@@ -271,6 +283,9 @@ def main() -> None:
         for module, target in chosen.items():
             print(f"mutating {module} against {', '.join(target.tests)}", flush=True)
             results["modules"][module] = mutate(module, target, work, args.timeout)
+            results["modules"][module].update(
+                when=datetime.now(UTC).isoformat(timespec="minutes"), cpu=cpu_name()
+            )
     results["when"] = datetime.now(UTC).isoformat(timespec="minutes")
     write_atomically(out, json.dumps(results, indent=1) + "\n")
     write_atomically(ROOT / "benchmarks" / "MUTATION.md", markdown(results, accepted))

@@ -6,6 +6,7 @@ import contextlib
 import io
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +45,12 @@ def run_cli_captured(*args: str) -> CliResult:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = _exit_code(args)
     return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def plumbing_config(folder: Path, *lines: str) -> Path:
+    """An edgekit.toml whose runs leave the noise guard off, with ``lines`` added to its [run]
+    table: for runs that test plumbing, not figures, so they may run beside other tests (make
+    test's first phase) without waiting for a quiet machine."""
+    config = folder / "edgekit.toml"
+    config.write_text("\n".join(["[run]", "noise_guard = false", *lines]) + "\n")
+    return config

@@ -220,8 +220,9 @@ def main(out: Path) -> None:
         seen["local_run"] = _summary(local())
         seen["unreachable"] = unreachable()
         # Ctrl-C while the phone's pool runs: the tasks cancelled, no run directory left
-        log = Path(adb["ADB_LOG"])
+        log, hold = Path(adb["ADB_LOG"]), Path(adb["ADB_RUNNER_HOLD"])
         log.write_text("")
+        hold.touch()  # the phone's runner holds until Ctrl-C has landed: no race with the run
         before = set((out / "runs").iterdir())
         command = [EDGEKIT, "run", "--cluster", address, "--device", "cpu,android", *MATRIX]
         began = time.monotonic()
@@ -230,14 +231,15 @@ def main(out: Path) -> None:
         pushed = _wait_for_push(log)
         running.send_signal(signal.SIGINT)
         _, err_text = running.communicate(timeout=60)
+        hold.unlink()
         STEP_SECONDS.append(["run --cluster (Ctrl-C)", round(time.monotonic() - began, 1)])
         seen["interrupted"] = {"code": running.returncode, "err": err_text[-1500:],
                                "pushed": pushed,
                                "left": sorted(str(p) for p in set((out / "runs").iterdir())
                                               - before)}  # fmt: skip
         # a node killed while its pool runs: only its rows go down
-        log = Path(adb["ADB_LOG"])
         log.write_text("")
+        hold.touch()  # the phone's runner holds until its node is killed
         command = [EDGEKIT, "run", "--cluster", address, "--device", "cpu,android", *MATRIX]
         began = time.monotonic()
         running = subprocess.Popen([*command, *runs], env=base, stdout=subprocess.PIPE,
@@ -246,6 +248,7 @@ def main(out: Path) -> None:
         for pid in worker_pids(state):
             os.killpg(pid, signal.SIGKILL)
         out_text, err_text = running.communicate(timeout=300)
+        hold.unlink()
         STEP_SECONDS.append(["run --cluster (node killed)", round(time.monotonic() - began, 1)])
         killed = {"code": running.returncode, "err": err_text[-3000:], "out": out_text[-2000:],
                   "out_head": out_text[:500], "pushed": pushed}  # fmt: skip

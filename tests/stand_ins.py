@@ -1,5 +1,7 @@
 """A stand-in ``adb`` (no emulator runs on this machine): it lists one device, answers getprop,
-accepts pushes and prints a runner's recorded output. Used by the android and cluster tests."""
+accepts pushes and prints a runner's recorded output; while the file ``ADB_RUNNER_HOLD``
+names exists, the runner holds (at most 2 minutes), as a phone still benchmarking does. Used by
+the android and cluster tests."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 DATA = Path(__file__).parent / "data"
 
 STAND_IN_ADB = """#!{python}
-import json, os, sys
+import json, os, sys, time
 args = sys.argv[1:]
 with open(os.environ["ADB_LOG"], "a") as log:
     log.write(json.dumps(args) + "\\n")
@@ -27,6 +29,11 @@ elif verb == "shell":
         print({{"ro.product.cpu.abi": "arm64-v8a", "ro.build.version.release": "15",
                "ro.product.model": "sdk_gphone64_arm64"}}[command.split()[1]])
     elif "{runner}" in command:
+        hold = os.environ.get("ADB_RUNNER_HOLD")
+        waited = 0
+        while hold and os.path.exists(hold) and waited < 2400:  # a phone still benchmarking
+            time.sleep(0.05)
+            waited += 1
         if os.environ.get("ADB_RUNNER_FAILS"):
             print("ERROR: could not load model", file=sys.stderr)
             sys.exit(1)
@@ -53,4 +60,5 @@ def stand_in_adb_env(folder: Path, serial: str = "emulator-5554") -> dict[str, s
         "ADB_DEVICES": str(devices),
         "ADB_RUNNER_OUTPUT": str(DATA / "benchmark_model.txt"),
         "EDGEKIT_BENCHMARK_MODEL": str(runner),
+        "ADB_RUNNER_HOLD": str(folder / "hold"),
     }

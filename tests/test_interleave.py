@@ -281,3 +281,86 @@ def test_a_side_that_crashed_is_not_reopened_and_the_others_still_are():
     result = interleave(timers, IN_SESSIONS, QUIET)
     assert result.failed == {0: "a crashed"}
     assert [timer.opened for timer in timers] == [1, 3]
+
+
+def test_min_seconds_rounds_up_from_the_exact_block_count():
+    from edgekit.measure.interleave import block_sizes
+
+    ten_ms: list[BlockTimer] = [Fixed("a", 10.0)]
+    plan = Protocol(rounds=3, block_seconds=0.01, min_runs=1, min_seconds=0.5, max_seconds=100.0)
+    assert block_sizes(ten_ms, plan) == ([1], 50)  # 500 ms of 10 ms blocks, exactly
+    assert block_sizes(ten_ms, replace(plan, min_seconds=0.5002))[1] == 51  # a bit more: one up
+
+
+def test_the_rounds_end_at_the_plan_past_two_hundred_and_fifty_six():
+    # Python keeps one object per small int; past 256 only value comparisons count rounds right
+    many = replace(PLAN, rounds=300, max_seconds=10.0)
+
+    def bounded() -> list[BlockTimer]:  # a loop that missed its end stops at 1000 rounds
+        return [Fixed("a", 0.001, fails_at=1000), Fixed("b", 0.001, fails_at=1000)]
+
+    result = interleave(bounded(), many, QUIET)
+    assert len(result.rounds_used) == 300 and not result.failed
+    once_open = iter([False, True])
+    result = interleave(bounded(), many, QUIET,
+                        decided=lambda result: next(once_open), max_rounds=400)  # fmt: skip
+    assert len(result.rounds_used) == 301  # the open question earned one round, then settled
+
+
+def test_a_short_session_gap_still_waits(monkeypatch):
+    waits: list[float] = []
+    monkeypatch.setattr("edgekit.measure.interleave.time.sleep", waits.append)
+    timers: list[BlockTimer] = [Session(n, 0.04, np.random.default_rng(0)) for n in "ab"]
+    interleave(timers, replace(IN_SESSIONS, session_gap_s=0.5), QUIET)
+    assert waits == [0.5, 0.5]
+
+
+def test_every_side_goes_first_in_turn():
+    went: list[str] = []
+
+    class Logged(Fixed):
+        def block(self, runs: int) -> Block:
+            went.append(self.label)
+            return super().block(runs)
+
+    three: list[BlockTimer] = [Logged(label, 1.0) for label in "abc"]
+    interleave(three, replace(PLAN, rounds=3), QUIET)
+    assert went == [*"abc", *"bca", *"cab"]  # three rounds, each one side later
+
+
+def test_a_block_at_the_threshold_is_still_clean(monkeypatch):
+    monkeypatch.setattr("edgekit.measure.interleave.wait_for_quiet", lambda *a, **k: None)
+    at_threshold = NoiseGuard(threshold=0.9, retries=1)  # Fixed's disturbed blocks report 0.9
+    timers: list[BlockTimer] = [Fixed("a", 1.0, disturbed_rounds={0}), Fixed("b", 1.0)]
+    result = interleave(timers, PLAN, at_threshold)
+    assert result.disturbed == [False] * PLAN.rounds
+
+
+def test_an_open_question_past_the_retry_budget_does_not_earn_retries(monkeypatch):
+    monkeypatch.setattr("edgekit.measure.interleave.wait_for_quiet", lambda *a, **k: None)
+    no_retries = NoiseGuard(threshold=0.15, retries=0)
+    timers: list[BlockTimer] = [Fixed("a", 1.0, disturbed_rounds=range(10, 100)), Fixed("b", 1.0)]
+    result = interleave(timers, PLAN, no_retries, decided=lambda result: False, max_rounds=14)
+    assert len(result.disturbed) == 14  # the question's rounds, none more for the disturbed ones
+
+
+def test_a_side_whose_reopening_fails_stops_there_and_the_others_go_on():
+    class CannotReopen(Session):
+        def reopen(self) -> BlockTimer:
+            from edgekit.errors import EdgekitError
+
+            raise EdgekitError(f"{self.label} did not load again")
+
+    rng = np.random.default_rng(0)
+    timers: list[BlockTimer] = [CannotReopen("a", 0.04, rng), Session("b", 0.04, rng)]
+    result = interleave(timers, IN_SESSIONS, QUIET)
+    assert result.failed == {0: "a did not load again"}
+    assert len(result.blocks[0]) == 3 and len(result.blocks[1]) == IN_SESSIONS.rounds
+
+
+def test_half_of_an_odd_plan_rounds_down(monkeypatch):
+    monkeypatch.setattr("edgekit.measure.interleave.wait_for_quiet", lambda *a, **k: None)
+    eleven = replace(PLAN, rounds=11)
+    timers: list[BlockTimer] = [Fixed("a", 1.0, disturbed_rounds=range(6)), Fixed("b", 1.0)]
+    result = interleave(timers, eleven, NoiseGuard(threshold=0.15, retries=0))
+    assert result.rounds_used == list(range(6, 11))  # 5 clean of 11 are enough

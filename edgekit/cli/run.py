@@ -107,7 +107,7 @@ def run(
 
     from edgekit.devices import parse_devices
     from edgekit.quantize.recipes import parse_recipes
-    from edgekit.run.config import RunConfig
+    from edgekit.run.config import RunConfig, options_named
     from edgekit.run.matrix import matrix_summary
     from edgekit.targets import parse_targets
 
@@ -146,7 +146,9 @@ def run(
         write_bytes_atomic(write_config, settings.to_toml().encode())
         console.print(f"wrote {write_config}")
         return
-    asked = set(settings.devices) if devices is not None or config is not None else set()
+    # devices named on the command line or in the config file are asked for; defaults are not
+    named = devices is not None or (config is not None and "devices" in options_named(config))
+    asked = set(settings.devices) if named else set()
     if cluster is None:
         _refuse_absent(settings.devices, asked)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())

@@ -88,12 +88,7 @@ class RunConfig:
     def from_toml(cls, path: Path) -> RunConfig:
         from edgekit.common.fileio import read_toml
 
-        payload = read_toml(path)
-        # [model] describes model files another tool made (edgekit.artifacts.foreign), not the run
-        section = payload.get("run", {k: v for k, v in payload.items() if k != "model"})
-        if not isinstance(section, dict):
-            raise UserInputError(f"{path}: [run] must be a table")
-        return cls(**checked(section, path))
+        return cls(**checked(run_section(read_toml(path), path), path))
 
     def to_toml(self) -> str:
         lines = ["# edgekit run --config edgekit.toml", "[run]"]
@@ -102,6 +97,22 @@ class RunConfig:
                 continue
             lines.append(f"{key} = {_toml_value(value)}")
         return "\n".join(lines) + "\n"
+
+
+def run_section(payload: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The run's options in a config file: its [run] table, or its top level."""
+    # [model] describes model files another tool made (edgekit.artifacts.foreign), not the run
+    section = payload.get("run", {k: v for k, v in payload.items() if k != "model"})
+    if not isinstance(section, dict):
+        raise UserInputError(f"{path}: [run] must be a table")
+    return section
+
+
+def options_named(path: Path) -> set[str]:
+    """The run options a config file sets; the rest keep their defaults."""
+    from edgekit.common.fileio import read_toml
+
+    return set(run_section(read_toml(path), path))
 
 
 def checked(section: dict[str, Any], path: Path) -> dict[str, Any]:
