@@ -27,6 +27,7 @@ _API = {
     "bench_artifact": "edgekit.measure.bench",
     "bench_artifacts": "edgekit.measure.bench",
     "latency_regression": "edgekit.measure.gates",
+    "tune_artifacts": "edgekit.tune.api",
     "run_matrix": "edgekit.run.matrix",
     "RunConfig": "edgekit.run.config",
     "build_report": "edgekit.report",

@@ -53,6 +53,7 @@ ORDER = (
     "edgekit.devices",
     "edgekit.measure",
     "edgekit.analysis",
+    "edgekit.tune",
     "edgekit.export",
     "edgekit.run",
     "edgekit.cluster",

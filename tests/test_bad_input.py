@@ -252,6 +252,10 @@ CASES = {
                                   "input.shape [] is not a tensor's shape"),
     "eval-manifest-shape-of-words": (["eval", "{manifest_bad_shape}"], "manifest_bad_shape", 2,
                                      "input.shape: must be list[int]"),
+    "bench-manifest-unknown-runtime-option": (["bench", "{manifest_turbo}"], "manifest_turbo", 2,
+                                              "unknown runtime option 'turbo'"),
+    "tune-unknown-option": (["tune", "{onnx_fp32_copy}", "--only", "turbo"], "onnx_fp32_copy", 2,
+                            "unknown option(s) turbo for onnx"),
     "eval-manifest-from-the-future": (["eval", "{manifest_future}"], "manifest_future", 2,
                                       "manifest schema 99"),
     "eval-manifest-unknown-target": (["eval", "{manifest_coreml}"], "manifest_coreml", 2,
@@ -582,6 +586,12 @@ class Files:
 
     def manifest_empty_shape(self):
         return self._mutated("empty_shape.onnx", _set("input.shape", []))
+
+    def manifest_turbo(self):
+        return self._mutated("turbo.onnx", _set("runtime_options", {"threads": 1, "turbo": 1}))
+
+    def onnx_fp32_copy(self):
+        return self._mutated("tuned.onnx", None)
 
     def manifest_future(self):
         return self._mutated("future.onnx", _set("schema_version", 99))

@@ -22,7 +22,7 @@ def test_help_lists_the_commands(capsys, monkeypatch):
     listed = re.findall(r"^│ ([a-z][a-z-]*) ", result.out, re.M)
     assert listed == [
         "audit", "export", "doctor", "eval", "bench", "check", "profile", "quantize-debug",
-        "run", "report", "history", "compare", "zoo", "device", "cluster",
+        "run", "report", "history", "compare", "tune", "zoo", "device", "cluster",
     ]  # fmt: skip
 
 

@@ -111,6 +111,7 @@ REQUIRED = ("schema_version", "target", "recipe", "file", "input", "output", "pr
 
 def validate_manifest(manifest: Any, where: str) -> None:
     """Every field a command reads, of its type (one line naming the field otherwise)."""
+    from edgekit.artifacts.runtime_options import check_runtime_options
     from edgekit.sources.preprocess import preprocess_from_config
 
     check_fields(manifest, MANIFEST, where, REQUIRED)
@@ -134,6 +135,7 @@ def validate_manifest(manifest: Any, where: str) -> None:
         quant = manifest[side].get("quantization")
         if quant is not None and not {"scale", "zero_point"} <= set(quant):
             raise UserInputError(f"{where}: {side}.quantization needs scale and zero_point")
+    check_runtime_options(manifest, where)
 
 
 def read_manifest(payload: Any, where: str) -> Manifest:

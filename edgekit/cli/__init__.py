@@ -16,7 +16,18 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up 
 
 import typer
 
-from edgekit.cli import audit, cluster, export, machine, measure, profile, qdebug, run, zoo  # noqa: F401
+from edgekit.cli import (  # noqa: F401
+    audit,
+    cluster,
+    export,
+    machine,
+    measure,
+    profile,
+    qdebug,
+    run,
+    tune,
+    zoo,
+)
 from edgekit.cli.app import app
 from edgekit.cli.console import err_console
 from edgekit.common.quiet import VERBOSE_ENV

@@ -13,6 +13,7 @@ from edgekit.cli import views
 from edgekit.cli.app import app
 from edgekit.cli.console import console
 from edgekit.cli.options import (
+    TUNED,
     AcrossOption,
     ArtifactsArgument,
     CpuOption,
@@ -22,16 +23,18 @@ from edgekit.cli.options import (
     HistoryOption,
     JsonOption,
     RoundsOption,
+    RuntimeOptionsOption,
     SerialOption,
     SessionGapOption,
     SessionsOption,
-    ThreadsOption,
     WeightsOption,
     XnnpackOption,
     parse_threads,
     resolve_artifacts,
     resolve_device,
+    tuned_thread_count,
     with_foreign_options,
+    with_runtime_options,
 )
 from edgekit.devices import DEFAULT_DEVICE
 from edgekit.errors import GateFailed, UserInputError
@@ -93,7 +96,11 @@ def bench(
     device: DeviceOption = DEFAULT_DEVICE,
     cpu: CpuOption = None,
     xnnpack: XnnpackOption = None,
-    threads: ThreadsOption = "1",
+    threads: Annotated[
+        str | None,
+        typer.Option("--threads", help="thread counts, e.g. 1,2 (default: the tuned count, or 1)"),
+    ] = None,
+    runtime_options: RuntimeOptionsOption = TUNED,
     serial: SerialOption = None,
     warmup: Annotated[int, typer.Option("--warmup")] = 10,
     min_runs: Annotated[int, typer.Option("--min-runs")] = 50,
@@ -122,9 +129,9 @@ def bench(
                         sessions=sessions, session_gap_s=session_gap)  # fmt: skip
     guard = NoiseGuard(enabled=noise_guard)
     where = resolve_device(device, serial, cpu, xnnpack)
-    loaded = resolve_artifacts(artifacts, foreign)
+    loaded = with_runtime_options(resolve_artifacts(artifacts, foreign), runtime_options)
     records = []
-    for count in parse_threads(threads):
+    for count in parse_threads(threads or tuned_thread_count(loaded, where.name)):
         records += bench_artifacts(
             loaded,
             device=where,

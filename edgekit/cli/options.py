@@ -72,6 +72,13 @@ XnnpackOption = Annotated[
     typer.Option("--xnnpack/--no-xnnpack", help=".tflite: XNNPACK (default) or builtin kernels"),
 ]
 SerialOption = Annotated[str | None, typer.Option("--serial", help="adb serial (android)")]
+TUNED = "tuned"
+RuntimeOptionsOption = Annotated[
+    str,
+    typer.Option("--runtime-options",
+                 help="tuned: the options edgekit tune wrote into the manifest; default: "
+                      "edgekit's own"),
+]  # fmt: skip
 ThreadsOption = Annotated[str, typer.Option("--threads", help="thread counts, e.g. 1,2")]
 RoundsOption = Annotated[
     int, typer.Option("--rounds", help="interleaved rounds, at least (each side one block each)")
@@ -261,3 +268,31 @@ def _size(text: str) -> tuple[int, int]:
     if min(height, width) < 1:
         raise UserInputError(f"--input-size '{text}': both sizes must be positive")
     return height, width
+
+
+def with_runtime_options(artifacts: list[Any], choice: str) -> list[Any]:
+    """``artifacts`` as tuned (``tuned``), or with the tuned options left out (``default``)."""
+    from edgekit.artifacts.artifact import Artifact
+    from edgekit.artifacts.runtime_options import without_tuning
+
+    if choice not in (TUNED, "default"):
+        raise UserInputError(f"--runtime-options {choice}: choose tuned or default")
+    if choice == TUNED:
+        return artifacts
+    return [Artifact(a.path, without_tuning(a.manifest)) for a in artifacts]
+
+
+def tuned_thread_count(artifacts: list[Any], device: str) -> str:
+    """The thread count ``edgekit tune`` chose for ``device`` where every artifact has the same
+    one; else 1, said where they differ."""
+    from edgekit.artifacts.runtime_options import tuned_threads
+
+    counts = {tuned_threads(a.manifest, device) for a in artifacts}
+    if len(counts) == 1 and None not in counts:
+        return str(counts.pop())
+    if len(counts - {None}) > 0:
+        from edgekit.cli.console import err_console
+
+        err_console.print(f"the artifacts were tuned to different thread counts on {device}; "
+                          "measuring at 1 (give --threads)")  # fmt: skip
+    return "1"

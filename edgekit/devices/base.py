@@ -57,6 +57,8 @@ class Device:
     options: ClassVar[tuple[str, ...]] = ()  # keyword options get_device accepts
     summary: ClassVar[str] = ""  # one line for --help and doctor
     how_to_add: ClassVar[str] = ""  # one line: what gives a machine this device
+    # edgekit tune searches runtime options here (sessions it opens with session_options)
+    tunable: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
         self.settings = options

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from edgekit.artifacts.runtime_options import tuned_options
 from edgekit.common.machine import vulkan_facts
 from edgekit.devices import register
 from edgekit.devices.base import Device, DeviceTraits
@@ -32,8 +33,12 @@ class HostDevice(Device):
     accelerator: Accelerator = Accelerator.CPU
 
     def session_options(self, artifact: Any) -> dict[str, Any]:
+        """The runtime options ``edgekit tune`` wrote into the manifest (for this device),
+        under the device's own settings (``--no-xnnpack`` wins over a tuned ``xnnpack``)."""
         accepted = get_target(artifact.target).session_options
-        return {key: value for key, value in self.settings.items() if key in accepted}
+        tuned = tuned_options(artifact.manifest, self.name)
+        settings = {key: value for key, value in self.settings.items() if key in accepted}
+        return {**tuned, **settings}
 
     def unavailable_reason(self, artifact: Any) -> str | None:
         target = get_target(artifact.target)
@@ -76,6 +81,7 @@ class CpuDevice(HostDevice):
     name = "cpu"
     options = ("xnnpack",)
     summary = "the host CPU (XNNPACK, MLAS); --no-xnnpack runs LiteRT's builtin kernels"
+    tunable = True
 
     def traits(self, runtime: dict[str, Any] | None = None) -> DeviceTraits:
         return DeviceTraits(latency_comparable=True, note="host CPU")

@@ -16,6 +16,7 @@ import numpy as np
 from edgekit.sources.source import SourceModel
 from edgekit.targets import add_target, register
 from edgekit.targets.census import Census
+from edgekit.targets.knobs import Knob
 from edgekit.targets.manifest import Manifest
 from edgekit.targets.profiling import OpTimes
 from edgekit.targets.session import Accelerator, Session, TensorSpec
@@ -124,6 +125,8 @@ class Target:
     # how long an export takes against the others' (a cluster starts the longest first)
     export_cost: ClassVar[float] = 1.0
     session_options: ClassVar[tuple[str, ...]] = ()  # options open() takes (tflite: xnnpack)
+    # the runtime options edgekit tune searches beside the thread count (edgekit.targets.knobs)
+    tuning_knobs: ClassVar[tuple[Knob, ...]] = ()
     packages: ClassVar[tuple[str, ...]] = ()  # distributions it exports and runs with
     export_modules: ClassVar[tuple[str, ...]] = ()  # doctor: these must import to export
     run_modules: ClassVar[tuple[str, ...]] = ()  # ... and these to run
@@ -169,6 +172,11 @@ class Target:
 
     def coverage(self, path: Path, manifest: Manifest) -> Coverage:
         raise NotImplementedError
+
+    def runtime_code(self, file: str, options: dict[str, Any]) -> list[str]:
+        """The lines of the runtime's own API that open ``file`` with ``options`` (the thread
+        count and the tuning knobs), for an app to copy; [] where the target has none."""
+        return []
 
     def describe(self, path: Path) -> FileFacts:
         """The file's own inputs and outputs (for files edgekit did not make)."""

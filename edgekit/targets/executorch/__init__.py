@@ -83,6 +83,17 @@ class ExecuTorchTarget(Target):
         quiet_library_noise()
         return super().open(path, manifest, accelerator, threads, **options)
 
+    def runtime_code(self, file: str, options: dict[str, Any]) -> list[str]:
+        threads = options["threads"]
+        return [
+            "from executorch.extension.pybindings.portable_lib import _unsafe_reset_threadpool",
+            f"_unsafe_reset_threadpool({threads})",
+            "from executorch.runtime import Runtime",
+            f'method = Runtime.get().load_program("{file}").load_method("forward")',
+            f"// C++: executorch::extension::threadpool::get_threadpool()"
+            f"->_unsafe_reset_threadpool({threads});",
+        ]
+
     def coverage(self, path: Path, manifest: Manifest) -> Coverage:
         from edgekit.targets.executorch.convert import quiet_library_noise
         from edgekit.targets.executorch.coverage import coverage

@@ -25,6 +25,7 @@ from edgekit.targets.base import (
     TensorSpec,
 )
 from edgekit.targets.manifest import Manifest
+from edgekit.targets.onnx.knobs import KNOBS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,7 +45,8 @@ class OnnxTarget(Target):
     session_module = "edgekit.targets.onnx.session"
     peak_module = "edgekit.targets.onnx.peak"
     guest_modules = ("onnxruntime",)
-    session_options = ("provider",)  # cuda or tensorrt: the server device's rows
+    session_options = ("provider", *(knob.name for knob in KNOBS))  # provider: cuda or tensorrt
+    tuning_knobs = KNOBS
 
     def export(self, request: ExportRequest) -> ExportInfo:
         from edgekit.targets.onnx import quantize
@@ -105,6 +107,23 @@ class OnnxTarget(Target):
             details=details,
             warnings=warn,
         )
+
+    def runtime_code(self, file: str, options: dict[str, Any]) -> list[str]:
+        level, mode = options["graph_optimization_level"], options["execution_mode"]
+        lines = [
+            "import onnxruntime as ort",
+            "options = ort.SessionOptions()",
+            f"options.intra_op_num_threads = {options['threads']}",
+            f"options.graph_optimization_level = ort.GraphOptimizationLevel.{level}",
+            f"options.execution_mode = ort.ExecutionMode.{mode}",
+            f"options.inter_op_num_threads = {options['inter_op_threads']}",
+            f"options.enable_mem_pattern = {options['enable_mem_pattern']}",
+            f"options.enable_cpu_mem_arena = {options['enable_cpu_mem_arena']}",
+        ]
+        if not options["allow_spinning"]:
+            lines.append('options.add_session_config_entry("session.intra_op.allow_spinning", "0")')
+        return [*lines, f'session = ort.InferenceSession("{file}", options, '
+                        'providers=["CPUExecutionProvider"])']  # fmt: skip
 
     def coverage(self, path: Path, manifest: Manifest) -> Coverage:
         from edgekit.targets.onnx.coverage import coverage

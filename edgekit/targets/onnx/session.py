@@ -19,14 +19,37 @@ GPU_PROVIDERS = ("CUDAExecutionProvider", "TensorrtExecutionProvider")
 CPU_PROVIDER = "CPUExecutionProvider"
 
 
-def session_options(threads: int) -> Any:
+# edgekit's session settings; edgekit tune searches each (edgekit.targets.onnx.knobs)
+DEFAULT_SETTINGS = {
+    "graph_optimization_level": "ORT_ENABLE_ALL",
+    "execution_mode": "ORT_SEQUENTIAL",
+    "inter_op_threads": 1,
+    "allow_spinning": True,
+    "enable_mem_pattern": True,
+    "enable_cpu_mem_arena": True,
+}
+
+
+def session_options(threads: int, **settings: Any) -> Any:
+    """SessionOptions: ``threads`` intra-op threads, and ``settings`` over ``DEFAULT_SETTINGS``
+    (checked against the knobs where they were read: a manifest, tune's candidates)."""
     import onnxruntime as ort
 
+    chosen = {**DEFAULT_SETTINGS, **settings}
     options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    try:
+        level = getattr(ort.GraphOptimizationLevel, chosen["graph_optimization_level"])
+        mode = getattr(ort.ExecutionMode, chosen["execution_mode"])
+    except AttributeError as exc:
+        raise UserInputError(f"onnx: no such session setting ({exc})") from None
+    options.graph_optimization_level = level
+    options.execution_mode = mode
     options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.inter_op_num_threads = chosen["inter_op_threads"]
+    spinning = "1" if chosen["allow_spinning"] else "0"
+    options.add_session_config_entry("session.intra_op.allow_spinning", spinning)
+    options.enable_mem_pattern = chosen["enable_mem_pattern"]
+    options.enable_cpu_mem_arena = chosen["enable_cpu_mem_arena"]
     return options
 
 
@@ -85,11 +108,12 @@ class OnnxSession(Session):
         accelerator: Accelerator,
         threads: int,
         provider: str | None = None,
+        **knobs: Any,
     ) -> None:
         import onnxruntime as ort
 
         chosen = providers(accelerator, provider)
-        self._session = create_session(path, session_options(threads), chosen)
+        self._session = create_session(path, session_options(threads, **knobs), chosen)
         self._input_spec = manifest.input
         self._output_spec = manifest.output
         self._input_name = self._input_spec.name or self._session.get_inputs()[0].name
@@ -102,8 +126,8 @@ class OnnxSession(Session):
             "delegate_applied": placed[0] == chosen[0],
             "kernels": "MLAS (CPUExecutionProvider)" if placed[0] == CPU_PROVIDER else placed[0],
             "threads": threads,
-            "inter_op_threads": 1,
-            "graph_optimization_level": "ORT_ENABLE_ALL",
+            **DEFAULT_SETTINGS,
+            **knobs,
         }
         if provider is not None:
             self.info["variant"] = provider
@@ -132,4 +156,4 @@ def open_session(
     threads: int = 1,
     **options: Any,
 ) -> Session:
-    return OnnxSession(Path(path), manifest, accelerator, threads, options.get("provider"))
+    return OnnxSession(Path(path), manifest, accelerator, threads, **options)

@@ -28,6 +28,7 @@ from edgekit.targets.base import (
     OpTimes,
     Target,
 )
+from edgekit.targets.knobs import Knob
 from edgekit.targets.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -57,6 +58,9 @@ class TFLiteTarget(Target):
     io_dtypes = ("float32", "int8")
     accelerators = (Accelerator.CPU, Accelerator.GPU)
     session_options = ("xnnpack",)
+    # the Interpreter's default XNNPACK delegate against LiteRT's builtin kernels; the Python
+    # Interpreter of ai-edge-litert 2.3.0 takes no XNNPACK flags (fp16, weight cache)
+    tuning_knobs = (Knob("xnnpack", (True, False), "XNNPACK delegate or the builtin kernels"),)
     packages = (
         "ai-edge-litert",
         "litert-torch",
@@ -129,6 +133,17 @@ class TFLiteTarget(Target):
                 f"tflite {request.recipe}: {converter} could not convert "
                 f"{request.source.name}: {type(exc).__name__}: {first_line(exc, 300)}"
             ) from exc
+
+    def runtime_code(self, file: str, options: dict[str, Any]) -> list[str]:
+        resolver = "AUTO" if options["xnnpack"] else "BUILTIN_WITHOUT_DEFAULT_DELEGATES"
+        return [
+            "from ai_edge_litert.interpreter import Interpreter, OpResolverType",
+            f'interpreter = Interpreter(model_path="{file}", num_threads={options["threads"]},',
+            f"                          experimental_op_resolver_type=OpResolverType.{resolver})",
+            "interpreter.allocate_tensors()",
+            f"// Android: new Interpreter(model, new Interpreter.Options()"
+            f".setNumThreads({options['threads']}).setUseXNNPACK({str(options['xnnpack']).lower()}))",
+        ]
 
     def coverage(self, path: Path, manifest: Manifest) -> Coverage:
         from edgekit.targets.tflite.coverage import coverage

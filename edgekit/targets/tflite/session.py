@@ -146,6 +146,7 @@ class InterpreterSession(Session):
         self.info = {
             "runtime": f"LiteRT Interpreter ({runtime} {_version(runtime)})",
             "delegate": "XNNPACK" if xnnpack else None,
+            "xnnpack": xnnpack,
             "delegate_applied": partitions > 0,
             "delegate_partitions": partitions,
             "delegated_ops": f"{len(replaced)}/{total}",

@@ -1,0 +1,91 @@
+"""``edgekit tune``: each artifact's fastest runtime configuration, searched interleaved and
+tie-aware, written into its manifest for every later session (and for the app's code)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from edgekit.cli.app import app
+from edgekit.cli.console import console, err_console
+from edgekit.cli.options import ArtifactsArgument, JsonOption
+from edgekit.devices import DEFAULT_DEVICE
+from edgekit.errors import UserInputError
+
+
+def _interval(ratio: float | None, interval: tuple[float, float] | None) -> str:
+    if ratio is None or interval is None:
+        return "-"
+    return f"{ratio:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
+@app.command()
+def tune(
+    artifacts: ArtifactsArgument = None,
+    device: Annotated[str, typer.Option("--device", help="where to tune")] = DEFAULT_DEVICE,
+    budget_s: Annotated[
+        float, typer.Option("--budget-s", help="seconds for the whole search, all files")
+    ] = 120.0,
+    only: Annotated[
+        str | None, typer.Option("--only", help="search these options only, e.g. threads,xnnpack")
+    ] = None,
+    write: Annotated[
+        bool, typer.Option("--write/--no-write", help="write the winner into the manifest")
+    ] = True,
+    noise_guard: Annotated[bool, typer.Option("--noise-guard/--no-noise-guard")] = True,
+    as_json: JsonOption = False,
+) -> None:
+    """Search the thread count, then each runtime option, with the candidates interleaved
+    against the incumbent; a candidate wins only when its interval lies below 1 (else a tie,
+    and the default stays). Writes the winner into the manifest (runtime_options)."""
+    from edgekit.artifacts.artifact import load_artifact
+    from edgekit.targets import get_target
+    from edgekit.tune.api import tune_artifacts
+    from edgekit.worker.latency import NoiseGuard
+
+    if not artifacts:
+        raise UserInputError("tune: give one or more artifacts")
+    loaded = [load_artifact(path) for path in artifacts]
+    foreign = [a.path.name for a in loaded if a.foreign]
+    if write and foreign:
+        raise UserInputError(f"{foreign[0]}: made by another tool, it has no edgekit manifest "
+                             "to write into; tune --no-write prints the winner")  # fmt: skip
+    names = None if only is None else [name.strip() for name in only.split(",") if name.strip()]
+    outcomes = tune_artifacts(
+        loaded, device=device, budget_s=budget_s, only=names,
+        guard=NoiseGuard(enabled=noise_guard), write=write,
+        progress=None if as_json else lambda message: err_console.log(message),
+    )  # fmt: skip
+    if as_json:
+        print(json.dumps([{"artifact": str(o.artifact.path), **o.tuned.to_dict()}
+                          for o in outcomes], indent=2))  # fmt: skip
+        return
+    for outcome in outcomes:
+        tuned = outcome.tuned
+        table = Table(title=f"{tuned.label} on {device}: each option against the incumbent")
+        for column in ("option", "value", "its time / the incumbent's [95 %]", "verdict"):
+            table.add_column(column)
+        for trial in tuned.trials:
+            verdict = trial.verdict if trial.error is None else f"failed: {trial.error}"
+            table.add_row(trial.knob, str(trial.value), _interval(trial.ratio, trial.interval),
+                          verdict)  # fmt: skip
+        console.print(table)
+        if tuned.changed:
+            console.print(f"best: {tuned.changed}; best/default "
+                          f"{_interval(tuned.ratio, tuned.interval)}, p50 "
+                          f"{tuned.default_p50_ms:.3f} -> {tuned.best_p50_ms:.3f} ms")  # fmt: skip
+        else:
+            reason = "a tie or slower" if tuned.ratio is None else "a tie at the final comparison"
+            console.print(f"best: the default (every other configuration was {reason})")
+        if tuned.untried:
+            console.print(f"not tried within --budget-s: {', '.join(tuned.untried)}")
+        console.print(f"searched in {tuned.elapsed_s:.0f} s of a {tuned.budget_s:.0f} s share")
+        code = get_target(outcome.artifact.target).runtime_code(outcome.artifact.path.name,
+                                                                tuned.best)  # fmt: skip
+        if code:
+            console.print("in your app:", *code, sep="\n  ", soft_wrap=True, markup=False)
+        if outcome.written:
+            console.print(f"wrote runtime_options into {outcome.artifact.path.name}.json")

@@ -1,0 +1,114 @@
+"""``tune_artifacts``: each artifact's fastest configuration on a host device (the search in
+``edgekit.tune.search``), written into its manifest as ``runtime_options`` with a ``tuned``
+record, so that later sessions of that device open it so."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from edgekit.artifacts.artifact import Artifact, manifest_path
+from edgekit.artifacts.runtime_options import without_tuning
+from edgekit.common.fileio import write_json_atomic
+from edgekit.common.machine import cpu_model
+from edgekit.devices import DEFAULT_DEVICE, as_device, device_class, device_names
+from edgekit.errors import UserInputError
+from edgekit.targets import get_target
+from edgekit.targets.knobs import Knob, defaults
+from edgekit.tune.search import Tuned, search, stages
+from edgekit.worker.latency import BlockTimer, NoiseGuard, Protocol
+
+# short rounds: a stage compares a handful of sessions, and the budget is the user's
+TUNE_PROTOCOL = Protocol(warmup=5, min_runs=20, min_seconds=0.3, rounds=8, block_seconds=0.05)
+
+
+@dataclass
+class TuneOutcome:
+    artifact: Artifact
+    tuned: Tuned
+    written: bool
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def knobs_for(artifact: Artifact, only: list[str] | None) -> list[Knob]:
+    """The stages for ``artifact``: threads, then its target's knobs (``only`` some of them;
+    a name no stage has is bad input)."""
+    every = stages(get_target(artifact.target).tuning_knobs, usable_cores())
+    if only is None:
+        return every
+    known = {knob.name for knob in every}
+    unknown = [name for name in only if name not in known]
+    if unknown:
+        raise UserInputError(
+            f"{artifact.path.name}: unknown option(s) {', '.join(unknown)} for "
+            f"{artifact.target} (known: {', '.join(sorted(known))})"
+        )
+    return [knob for knob in every if knob.name in only]
+
+
+def tune_artifacts(
+    artifacts: list[Artifact],
+    *,
+    device: str = DEFAULT_DEVICE,
+    budget_s: float = 120.0,
+    only: list[str] | None = None,
+    protocol: Protocol = TUNE_PROTOCOL,
+    guard: NoiseGuard | None = None,
+    timeout_s: float = 120.0,
+    write: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> list[TuneOutcome]:
+    """Search each artifact within an equal share of ``budget_s``; write each winner into its
+    manifest (``write``)."""
+    if budget_s <= 0:
+        raise UserInputError(f"--budget-s must be > 0 seconds, got {budget_s}")
+    where = as_device(device)
+    if not where.tunable:
+        tunable = [name for name in device_names() if device_class(name).tunable]
+        raise UserInputError(
+            f"--device {device}: tune runs on {', '.join(tunable)} in this edgekit"
+        )
+    plans = [(artifact, knobs_for(artifact, only)) for artifact in artifacts]  # bad input first
+    outcomes = []
+    for artifact, knobs in plans:
+        untuned = Artifact(artifact.path, without_tuning(artifact.manifest))
+        default = {"threads": 1, **defaults(get_target(artifact.target).tuning_knobs)}
+
+        def open_timer(options: dict[str, Any], untuned: Artifact = untuned) -> BlockTimer:
+            return where.timer(_configured(untuned, options, device), options["threads"],
+                               None, protocol, timeout_s)  # fmt: skip
+
+        tuned = search(artifact.label, default, knobs, open_timer, protocol,
+                       guard or NoiseGuard(), budget_s / len(plans), progress)  # fmt: skip
+        if write:
+            _write(artifact, tuned, device)
+        outcomes.append(TuneOutcome(artifact, tuned, write))
+    return outcomes
+
+
+def _configured(artifact: Artifact, options: dict[str, Any], device: str) -> Artifact:
+    """``artifact`` whose manifest carries ``options`` as tuned for ``device``: the session
+    opens it as a tuned file is opened later."""
+    manifest = artifact.manifest.replace(runtime_options=options, tuned={"device": device})
+    return Artifact(artifact.path, manifest)
+
+
+def _write(artifact: Artifact, tuned: Tuned, device: str) -> None:
+    record = {
+        "device": device,
+        "cpu": cpu_model(),
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "against_default": tuned.ratio,
+        "interval": tuned.interval,
+        "default_p50_ms": tuned.default_p50_ms,
+        "best_p50_ms": tuned.best_p50_ms,
+        "untried": tuned.untried,
+    }
+    manifest = without_tuning(artifact.manifest).replace(runtime_options=tuned.best, tuned=record)
+    write_json_atomic(manifest_path(artifact.path), manifest.to_dict())

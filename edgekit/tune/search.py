@@ -1,0 +1,170 @@
+"""The search: stage by stage (the thread count first, then each knob in the target's order),
+the stage's candidates run interleaved in rounds with the incumbent, as ``edgekit bench`` runs
+artifacts. A candidate wins only when its latency ratio's interval lies below 1; otherwise it is
+a tie (or slower), and the incumbent, simpler and nearer the default, stays. A candidate the
+runtime refuses is that candidate's failure, and the search goes on."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from edgekit.errors import EdgekitError
+from edgekit.measure.interleave import interleave
+from edgekit.targets.knobs import Knob
+from edgekit.worker.latency import BlockTimer, NoiseGuard, Protocol
+
+OpenTimer = Callable[[dict[str, Any]], BlockTimer]  # options (threads included) -> a session
+
+
+@dataclass
+class Trial:
+    """One candidate against its stage's incumbent: ``ratio`` > 1 means slower."""
+
+    knob: str
+    value: Any
+    options: dict[str, Any]
+    verdict: str  # faster, tie, slower or failed
+    ratio: float | None = None
+    interval: tuple[float, float] | None = None
+    error: str | None = None
+
+
+@dataclass
+class Tuned:
+    """What the search found for one artifact."""
+
+    label: str
+    default: dict[str, Any]
+    best: dict[str, Any]
+    trials: list[Trial] = field(default_factory=list)
+    untried: list[str] = field(default_factory=list)  # knobs the budget left out
+    # best against default, interleaved after the search (None where best is the default)
+    ratio: float | None = None
+    interval: tuple[float, float] | None = None
+    default_p50_ms: float | None = None
+    best_p50_ms: float | None = None
+    elapsed_s: float = 0.0
+    budget_s: float = 0.0
+
+    @property
+    def changed(self) -> dict[str, Any]:
+        return {k: v for k, v in self.best.items() if self.default.get(k) != v}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"changed": self.changed}
+
+
+def verdict(interval: tuple[float, float]) -> str:
+    low, high = interval
+    return "faster" if high < 1.0 else "slower" if low > 1.0 else "tie"
+
+
+def stages(knobs: tuple[Knob, ...], cores: int) -> list[Knob]:
+    """The thread count (1 to ``cores``) first, then the target's knobs in their order."""
+    threads = Knob("threads", tuple(range(1, cores + 1)), "intra-op threads")
+    return [threads, *knobs]
+
+
+def run_stage(
+    knob: Knob,
+    incumbent: dict[str, Any],
+    open_timer: OpenTimer,
+    protocol: Protocol,
+    guard: NoiseGuard,
+) -> tuple[dict[str, Any], list[Trial]]:
+    """The stage's candidates (the knob's other values) interleaved with ``incumbent``; the
+    fastest one whose interval lies below 1 becomes the incumbent."""
+    others = [value for value in knob.values if value != incumbent[knob.name]]
+    candidates = [dict(incumbent, **{knob.name: value}) for value in others]
+    trials: list[Trial] = []
+    timers: list[BlockTimer] = []
+    sides: list[Trial] = []
+    try:
+        timers.append(open_timer(incumbent))
+        for options in candidates:
+            trial = Trial(knob.name, options[knob.name], options, "failed")
+            try:
+                timers.append(open_timer(options))
+                sides.append(trial)
+            except EdgekitError as exc:  # the runtime refused this value: this candidate only
+                trial.error = str(exc).splitlines()[0]
+            trials.append(trial)
+        if sides:
+            result = interleave(timers, protocol, guard)
+            if 0 in result.failed:
+                raise EdgekitError(f"the incumbent {incumbent} failed: {result.failed[0]}")
+            for side, trial in enumerate(sides, start=1):
+                if side in result.failed:
+                    trial.error = result.failed[side].splitlines()[0]
+                    continue
+                trial.ratio, trial.interval = result.ratio(side, 0)
+                trial.verdict = verdict(trial.interval)
+    finally:
+        for timer in timers:
+            timer.close()
+    faster = [t for t in trials if t.verdict == "faster"]
+    if not faster:
+        return incumbent, trials
+    best = min(faster, key=lambda trial: trial.ratio or 1.0)
+    return dict(best.options), trials
+
+
+def search(
+    label: str,
+    default: dict[str, Any],
+    knobs: list[Knob],
+    open_timer: OpenTimer,
+    protocol: Protocol,
+    guard: NoiseGuard,
+    budget_s: float,
+    progress: Callable[[str], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Tuned:
+    """Stage after stage within ``budget_s``: a stage starts only when the time the slowest
+    stage so far took still fits; then best against default, interleaved once more."""
+    say = progress or (lambda message: None)
+    started = clock()
+    tuned = Tuned(label, dict(default), dict(default), budget_s=budget_s)
+    longest = 0.0
+    for index, knob in enumerate(knobs):
+        if not knob.applies(tuned.best) or len(knob.values) < 2:
+            continue
+        if clock() - started + longest > budget_s:
+            tuned.untried = [k.name for k in knobs[index:] if k.applies(tuned.best)]
+            say(f"{label}: the budget leaves out {', '.join(tuned.untried)}")
+            break
+        say(f"{label}: {knob.name}")
+        stage_started = clock()
+        tuned.best, trials = run_stage(knob, tuned.best, open_timer, protocol, guard)
+        tuned.trials += trials
+        longest = max(longest, clock() - stage_started)
+    if tuned.best != tuned.default:
+        say(f"{label}: best against default")
+        _compare(tuned, open_timer, protocol, guard)
+        if tuned.interval is None or verdict(tuned.interval) != "faster":
+            tuned.best = dict(tuned.default)  # a tie in the end: the default stays
+    tuned.elapsed_s = clock() - started
+    return tuned
+
+
+def _compare(tuned: Tuned, open_timer: OpenTimer, protocol: Protocol, guard: NoiseGuard) -> None:
+    """The winner against the default, in one interleaved run: the figure tune reports."""
+    timers: list[BlockTimer] = []
+    try:
+        for options in (tuned.default, tuned.best):
+            timers.append(open_timer(options))
+        result = interleave(timers, protocol, guard)
+        if result.failed:
+            return
+        tuned.ratio, tuned.interval = result.ratio(1, 0)
+        tuned.default_p50_ms = statistics.median(result.rounds_ms(0))
+        tuned.best_p50_ms = statistics.median(result.rounds_ms(1))
+    except EdgekitError:
+        return  # the stages found it faster; the figure is missing, said by interval None
+    finally:
+        for timer in timers:
+            timer.close()
