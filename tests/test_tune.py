@@ -78,27 +78,81 @@ def test_a_tie_everywhere_keeps_the_default_and_compares_nothing_more():
     open_timer, opened = scripted(lambda options: 1.0)
     tuned = search("f.onnx", DEFAULT, stages((MODE,), 2), open_timer, PLAN, QUIET, 60.0)
     assert tuned.best == DEFAULT and tuned.changed == {} and tuned.ratio is None
-    assert len(opened) == 4  # two stages of incumbent + one candidate, no final comparison
+    assert tuned.final is None and tuned.rejected is None
+    assert len(opened) == 6  # two stages of two incumbent sessions + one candidate; no final
+
+
+def test_a_winner_that_ties_the_default_at_the_end_is_sent_back_and_kept_on_record():
+    opened_before: list[int] = []
+
+    def fast_only_at_first(options) -> float:  # two threads pay in the stage, not after
+        opened_before.append(1)
+        return 0.6 if options["threads"] == 2 and len(opened_before) <= 3 else 1.0
+
+    open_timer, _ = scripted(fast_only_at_first)
+    tuned = search("f.onnx", DEFAULT, stages((), 2), open_timer, PLAN, QUIET, 60.0)
+    assert tuned.rejected == DEFAULT | {"threads": 2} and tuned.final == "tie"
+    assert tuned.best == DEFAULT and tuned.changed == {}
+    assert tuned.interval[0] <= 1.0 <= tuned.interval[1]
+
+
+def test_the_incumbents_two_sessions_widen_every_interval():
+    """Sessions of one configuration that differ by 3 % (where each process landed): a
+    candidate 2 % faster within its rounds is a tie, not a win."""
+    opened = iter(range(100))
+
+    def landed(options) -> float:
+        if options["threads"] == 2:
+            return 0.98
+        return 1.0 if next(opened) % 2 == 0 else 1.03
+
+    open_timer, _ = scripted(landed)
+    tuned = search("f.onnx", DEFAULT, stages((), 2), open_timer, PLAN, QUIET, 60.0)
+    (trial,) = tuned.trials
+    assert trial.verdict == "tie" and trial.interval[0] < 1.0 < trial.interval[1]
 
 
 def test_a_value_the_runtime_refuses_fails_that_candidate_and_the_search_goes_on():
     def refuse(options):
         return "onnx: 3 levels are too many" if options["level"] == 3 else None
 
-    open_timer, _ = scripted(two_cores_and_level, refuse)
+    open_timer, opened = scripted(two_cores_and_level, refuse)
     tuned = search("f.onnx", DEFAULT, stages((LEVEL,), 2), open_timer, PLAN, QUIET, 60.0)
     failed = [t for t in tuned.trials if t.verdict == "failed"]
     assert [(t.value, t.error) for t in failed] == [(3, "onnx: 3 levels are too many")]
     assert tuned.best == {"threads": 2, "mode": "plain", "level": 1}
+    assert all(timer.closed for timer in opened)
+
+
+def test_an_incumbent_that_fails_stops_the_search_and_closes_every_session():
+    class Crashes(Scripted):
+        def block(self, runs: int) -> Block:
+            raise EdgekitError("onnx: the session crashed")
+
+    opened: list[Scripted] = []
+
+    def open_timer(options):
+        opened.append(Crashes(1.0, 0) if options["threads"] == 1 else Scripted(0.5, 0))
+        return opened[-1]
+
+    with pytest.raises(EdgekitError, match="the incumbent failed: onnx: the session crashed"):
+        search("f.onnx", DEFAULT, stages((), 2), open_timer, PLAN, QUIET, 60.0)
+    assert len(opened) == 3 and all(timer.closed for timer in opened)
 
 
 def test_a_stage_that_would_not_fit_the_budget_is_left_out_and_named():
-    ticks = iter(range(0, 1000, 10))  # every look at the clock is 10 s later
+    # every look at the clock is 10 s later: the thread stage takes 10 s, and at 30 s the next
+    # stage and the final comparison (10 s each, as the slowest stage) would end past 45 s
+    ticks = iter(range(0, 1000, 10))
     open_timer, _ = scripted(two_cores_and_level)
-    tuned = search("f.onnx", DEFAULT, stages((MODE, LEVEL), 2), open_timer, PLAN, QUIET, 25.0,
+    tuned = search("f.onnx", DEFAULT, stages((MODE, LEVEL), 2), open_timer, PLAN, QUIET, 45.0,
                    clock=lambda: next(ticks))  # fmt: skip
     assert [t.knob for t in tuned.trials] == ["threads"]
     assert tuned.untried == ["mode", "level"]
+    roomier = iter(range(0, 1000, 10))
+    tuned = search("f.onnx", DEFAULT, stages((MODE, LEVEL), 2), open_timer, PLAN, QUIET, 50.0,
+                   clock=lambda: next(roomier))  # fmt: skip
+    assert [t.knob for t in tuned.trials][:2] == ["threads", "mode"]
 
 
 def test_a_knob_that_needs_another_is_searched_only_beside_it():
@@ -107,6 +161,19 @@ def test_a_knob_that_needs_another_is_searched_only_beside_it():
     tuned = search("f.onnx", DEFAULT | {"inter_op": 1}, [MODE, parallel], open_timer, PLAN,
                    QUIET, 60.0)  # fmt: skip
     assert [t.knob for t in tuned.trials] == ["mode"]  # mode stayed plain: inter_op moot
+    open_timer, _ = scripted(lambda options: 0.7 if options["mode"] == "fancy" else 1.0)
+    tuned = search("f.onnx", DEFAULT | {"inter_op": 1}, [MODE, parallel], open_timer, PLAN,
+                   QUIET, 60.0)  # fmt: skip
+    assert [t.knob for t in tuned.trials] == ["mode", "inter_op"]  # fancy won: now it matters
+
+
+def test_a_value_brings_the_options_it_needs():
+    fancy = Knob("mode", ("plain", "fancy"), "", companions={"fancy": {"helpers": 2}})
+    asked: list[dict] = []
+    open_timer, _ = scripted(lambda options: asked.append(options) or 1.0)
+    search("f.onnx", DEFAULT | {"helpers": 1}, [fancy], open_timer, PLAN, QUIET, 60.0)
+    assert [(o["mode"], o["helpers"]) for o in asked] == [("plain", 1), ("plain", 1),
+                                                          ("fancy", 2)]  # fmt: skip
 
 
 def test_faster_only_below_one_slower_only_above():
@@ -135,7 +202,8 @@ def test_a_manifest_with_an_unknown_or_bad_runtime_option_is_one_line(export_dig
     manifest = json.loads(Path(f"{path}.json").read_text())
     for options, message in (
         ({"threads": 2, "turbo": True}, "unknown runtime option 'turbo'"),
-        ({"threads": 0}, "runtime_options.threads must be an integer >= 1"),
+        ({"threads": 0}, "runtime_options.threads must be an integer, 1 to 256"),
+        ({"inter_op_threads": 100}, "inter_op_threads=100: choose from 1, 2"),
         ({"execution_mode": "ORT_SIDEWAYS"}, "execution_mode='ORT_SIDEWAYS': choose from"),
         ({"allow_spinning": "no"}, "allow_spinning='no' is not a bool"),
     ):
@@ -162,7 +230,50 @@ def test_bad_tune_options_are_one_line_and_exit_2(capsys, export_digits, tmp_pat
     assert Path(f"{path}.json").read_text() == before  # nothing written
 
 
-def test_tune_writes_the_winner_and_bench_opens_the_file_so(capsys, export_digits, tmp_path):
+def _write_tuned(path: Path, options: dict, cpu: str | None = None) -> None:
+    from edgekit.common.machine import cpu_model
+
+    manifest = json.loads(Path(f"{path}.json").read_text())
+    tuned = {"device": "cpu", "cpu_model": cpu or cpu_model()}
+    Path(f"{path}.json").write_text(json.dumps(manifest | {"runtime_options": options,
+                                                           "tuned": tuned}))  # fmt: skip
+
+
+def _bench(capsys, path: Path, *args: str) -> tuple[dict, str]:
+    result = run_cli(capsys, "bench", str(path), *args, "--rounds", "3", "--min-seconds", "0.1",
+                     "--no-baseline", "--no-noise-guard", "--json")  # fmt: skip
+    assert result.code == 0, result.err
+    (record,) = json.loads(result.out)
+    return record, result.err
+
+
+OURS = {"threads": 2, "graph_optimization_level": "ORT_ENABLE_ALL",
+        "execution_mode": "ORT_PARALLEL", "inter_op_threads": 2, "allow_spinning": False,
+        "enable_mem_pattern": False, "enable_cpu_mem_arena": True}  # fmt: skip
+DEFAULTS = {"threads": 1, "graph_optimization_level": "ORT_ENABLE_ALL",
+            "execution_mode": "ORT_SEQUENTIAL", "inter_op_threads": 1, "allow_spinning": True,
+            "enable_mem_pattern": True, "enable_cpu_mem_arena": True}  # fmt: skip
+
+
+def test_bench_opens_a_tuned_file_with_its_options_as_the_session_holds_them(
+    capsys, export_digits, tmp_path
+):
+    path = _tuned_copy(export_digits, tmp_path)
+    _write_tuned(path, OURS)
+    for args, expected in (((), OURS), (("--runtime-options", "default"), DEFAULTS)):
+        record, _ = _bench(capsys, path, *args)
+        # what onnxruntime's live session reports, not what was asked of it
+        assert record["threads"] == expected["threads"]
+        assert {key: record["runtime"][key] for key in expected if key != "threads"} == {
+            key: value for key, value in expected.items() if key != "threads"
+        }
+    _write_tuned(path, OURS, cpu="Some Other CPU")  # tuned on another machine: not used here
+    record, err = _bench(capsys, path)
+    assert record["threads"] == 1 and record["runtime"]["execution_mode"] == "ORT_SEQUENTIAL"
+    assert "tuned on Some Other CPU, not this" in err and "defaults" in err
+
+
+def test_tune_writes_the_winner_into_the_manifest(capsys, export_digits, tmp_path):
     """Plumbing, not figures (which configuration wins is the machine's): the noise guard is
     off, so the test runs beside others."""
     path = _tuned_copy(export_digits, tmp_path)
@@ -171,29 +282,30 @@ def test_tune_writes_the_winner_and_bench_opens_the_file_so(capsys, export_digit
     (tuned,) = json.loads(result.out)
     manifest = json.loads(Path(f"{path}.json").read_text())
     assert manifest["runtime_options"] == tuned["best"]
-    assert manifest["tuned"]["device"] == "cpu" and manifest["tuned"]["cpu"]
+    assert manifest["tuned"]["device"] == "cpu" and manifest["tuned"]["cpu_model"]
+    assert manifest["tuned"]["started_from"] == tuned["default"] == DEFAULTS
     searched = {trial["knob"] for trial in tuned["trials"]}
     assert "threads" in searched  # the first stage always starts
-    assert set(searched) | set(tuned["untried"]) >= {"threads", "graph_optimization_level"}
-    # bench opens it as tuned (its threads, its knobs), or as exported when told
-    for choice, expected in (("tuned", tuned["best"]), ("default", tuned["default"])):
-        bench = run_cli(capsys, "bench", str(path), "--runtime-options", choice, "--rounds", "3",
-                        "--min-seconds", "0.1", "--no-baseline", "--no-noise-guard",
-                        "--json")  # fmt: skip
-        assert bench.code == 0, bench.err
-        (record,) = json.loads(bench.out)
-        assert record["threads"] == expected["threads"]
-        runtime = record["runtime"]
-        assert {key: runtime[key] for key in expected if key != "threads"} == {
-            key: value for key, value in expected.items() if key != "threads"
-        }
+    assert searched | set(tuned["untried"]) >= {"threads", "graph_optimization_level"}
+    assert manifest["tuned"]["final"] == tuned["final"]
+    if tuned["final"] is not None:  # the stages' winner was compared with the start
+        assert (tuned["final"] == "faster") == (tuned["best"] != DEFAULTS)
 
 
-def test_tune_prints_the_winner_and_the_code_for_the_app(capsys, export_digits, tmp_path):
+def test_tune_only_one_option_keeps_the_others_and_prints_the_code_for_the_app(
+    capsys, export_digits, tmp_path
+):
     path = _tuned_copy(export_digits, tmp_path, "tflite")
+    _write_tuned(path, {"threads": 2, "xnnpack": True})  # an earlier tune chose two threads
     result = run_cli(capsys, "tune", str(path), "--only", "xnnpack", "--budget-s", "30",
-                     "--no-noise-guard", "--no-write")  # fmt: skip
+                     "--no-noise-guard")  # fmt: skip
     assert result.code == 0, result.err
-    assert "xnnpack" in result.out and "best:" in result.out
-    assert "Interpreter(model_path=" in result.out and "setUseXNNPACK(" in result.out
-    assert "runtime_options" not in json.loads(Path(f"{path}.json").read_text())  # --no-write
+    options = json.loads(Path(f"{path}.json").read_text())["runtime_options"]
+    assert options["threads"] == 2  # not searched: as tuned before
+    flag = str(options["xnnpack"]).lower()
+    assert "Interpreter(model_path=" in result.out and f"setUseXNNPACK({flag})" in result.out
+    assert "num_threads=2" in result.out
+    before = Path(f"{path}.json").read_text()
+    again = run_cli(capsys, "tune", str(path), "--only", "threads", "--budget-s", "10",
+                    "--no-noise-guard", "--no-write")  # fmt: skip
+    assert again.code == 0 and Path(f"{path}.json").read_text() == before  # --no-write

@@ -6,24 +6,38 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgekit.common.machine import cpu_model
 from edgekit.errors import UserInputError
 from edgekit.targets.knobs import checked_options
 from edgekit.targets.manifest import Manifest
 
 
-def tuned_options(manifest: Manifest, device: str) -> dict[str, Any]:
-    """The knobs tuned for ``device`` (threads apart: the caller picks them), or {}."""
+def _tuned_here(manifest: Manifest, device: str) -> dict[str, Any]:
+    """The runtime options tuned for ``device`` on this machine's CPU model, or {}: a file tuned
+    on another machine opens with edgekit's defaults (``tuned_elsewhere`` says so)."""
     options = manifest.get("runtime_options")
     tuned = manifest.get("tuned") or {}
-    if not options or tuned.get("device") != device:
+    if not options or tuned.get("device") != device or tuned.get("cpu_model") != cpu_model():
         return {}
-    return {key: value for key, value in dict(options).items() if key != "threads"}
+    return dict(options)
+
+
+def tuned_options(manifest: Manifest, device: str) -> dict[str, Any]:
+    """The knobs tuned for ``device`` here (threads apart: the caller picks them), or {}."""
+    return {k: v for k, v in _tuned_here(manifest, device).items() if k != "threads"}
 
 
 def tuned_threads(manifest: Manifest, device: str) -> int | None:
-    options = manifest.get("runtime_options") or {}
+    return _tuned_here(manifest, device).get("threads")
+
+
+def tuned_elsewhere(manifest: Manifest, device: str) -> str | None:
+    """Where the file was tuned for ``device``, when that was another CPU model."""
     tuned = manifest.get("tuned") or {}
-    return options.get("threads") if tuned.get("device") == device else None
+    here = tuned.get("cpu_model") == cpu_model()
+    if manifest.get("runtime_options") and tuned.get("device") == device and not here:
+        return str(tuned.get("cpu_model"))
+    return None
 
 
 def check_runtime_options(manifest: dict[str, Any], where: str) -> None:
@@ -36,8 +50,8 @@ def check_runtime_options(manifest: dict[str, Any], where: str) -> None:
     if not isinstance(options, dict):
         raise UserInputError(f"{where}: runtime_options must be a table")
     threads = options.get("threads", 1)
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-        raise UserInputError(f"{where}: runtime_options.threads must be an integer >= 1")
+    if not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= 256:
+        raise UserInputError(f"{where}: runtime_options.threads must be an integer, 1 to 256")
     knobs = get_target(manifest["target"]).tuning_knobs
     checked_options(knobs, {k: v for k, v in options.items() if k != "threads"}, where)
     if not isinstance(manifest.get("tuned"), dict) or "device" not in manifest["tuned"]:

@@ -129,7 +129,8 @@ def bench(
                         sessions=sessions, session_gap_s=session_gap)  # fmt: skip
     guard = NoiseGuard(enabled=noise_guard)
     where = resolve_device(device, serial, cpu, xnnpack)
-    loaded = with_runtime_options(resolve_artifacts(artifacts, foreign), runtime_options)
+    loaded = with_runtime_options(resolve_artifacts(artifacts, foreign), runtime_options,
+                                  where.name)  # fmt: skip
     records = []
     for count in parse_threads(threads or tuned_thread_count(loaded, where.name)):
         records += bench_artifacts(

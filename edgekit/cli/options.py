@@ -270,14 +270,24 @@ def _size(text: str) -> tuple[int, int]:
     return height, width
 
 
-def with_runtime_options(artifacts: list[Any], choice: str) -> list[Any]:
-    """``artifacts`` as tuned (``tuned``), or with the tuned options left out (``default``)."""
+def with_runtime_options(artifacts: list[Any], choice: str, device: str) -> list[Any]:
+    """``artifacts`` as tuned (``tuned``; one line for each tuned on another CPU model, which
+    opens with edgekit's defaults), or with the tuned options left out (``default``)."""
     from edgekit.artifacts.artifact import Artifact
-    from edgekit.artifacts.runtime_options import without_tuning
+    from edgekit.artifacts.runtime_options import tuned_elsewhere, without_tuning
 
     if choice not in (TUNED, "default"):
         raise UserInputError(f"--runtime-options {choice}: choose tuned or default")
     if choice == TUNED:
+        from edgekit.cli.console import err_console
+        from edgekit.common.machine import cpu_model
+
+        for artifact in artifacts:
+            elsewhere = tuned_elsewhere(artifact.manifest, device)
+            if elsewhere:
+                err_console.print(f"{artifact.path.name}: tuned on {elsewhere}, not this "
+                                  f"{cpu_model()}: opened with edgekit's defaults (edgekit "
+                                  "tune it here)")  # fmt: skip
         return artifacts
     return [Artifact(a.path, without_tuning(a.manifest)) for a in artifacts]
 
@@ -286,13 +296,12 @@ def tuned_thread_count(artifacts: list[Any], device: str) -> str:
     """The thread count ``edgekit tune`` chose for ``device`` where every artifact has the same
     one; else 1, said where they differ."""
     from edgekit.artifacts.runtime_options import tuned_threads
+    from edgekit.cli.console import err_console
 
     counts = {tuned_threads(a.manifest, device) for a in artifacts}
     if len(counts) == 1 and None not in counts:
         return str(counts.pop())
-    if len(counts - {None}) > 0:
-        from edgekit.cli.console import err_console
-
-        err_console.print(f"the artifacts were tuned to different thread counts on {device}; "
+    if counts != {None}:
+        err_console.print(f"not every artifact was tuned here to one thread count on {device}; "
                           "measuring at 1 (give --threads)")  # fmt: skip
     return "1"

@@ -73,13 +73,17 @@ def tune(
             table.add_row(trial.knob, str(trial.value), _interval(trial.ratio, trial.interval),
                           verdict)  # fmt: skip
         console.print(table)
+        start = "the default" if only is None else "the options it started from"
         if tuned.changed:
-            console.print(f"best: {tuned.changed}; best/default "
+            console.print(f"best: {tuned.changed}; its time / {start}'s "
                           f"{_interval(tuned.ratio, tuned.interval)}, p50 "
                           f"{tuned.default_p50_ms:.3f} -> {tuned.best_p50_ms:.3f} ms")  # fmt: skip
+        elif tuned.rejected is not None:
+            winner = {k: v for k, v in tuned.rejected.items() if tuned.default.get(k) != v}
+            console.print(f"best: {start}; the stages' winner {winner} against it at the end: "
+                          f"{tuned.final} {_interval(tuned.ratio, tuned.interval)}")  # fmt: skip
         else:
-            reason = "a tie or slower" if tuned.ratio is None else "a tie at the final comparison"
-            console.print(f"best: the default (every other configuration was {reason})")
+            console.print(f"best: {start} (every other configuration was a tie or slower)")
         if tuned.untried:
             console.print(f"not tried within --budget-s: {', '.join(tuned.untried)}")
         console.print(f"searched in {tuned.elapsed_s:.0f} s of a {tuned.budget_s:.0f} s share")

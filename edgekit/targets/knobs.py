@@ -18,6 +18,13 @@ class Knob:
     why: str
     # the knob changes nothing unless these options have these values
     requires: Mapping[str, Any] = field(default_factory=dict)
+    # options a value needs beside it (onnxruntime runs ORT_PARALLEL sequentially with one
+    # inter-op thread): {value: {option: value}}
+    companions: Mapping[Any, Mapping[str, Any]] = field(default_factory=dict)
+
+    def candidate(self, options: Mapping[str, Any], value: Any) -> dict[str, Any]:
+        """``options`` with this knob at ``value`` and the options that value needs."""
+        return {**options, self.name: value, **self.companions.get(value, {})}
 
     @property
     def default(self) -> Any:
@@ -49,7 +56,7 @@ def checked_options(
             raise UserInputError(
                 f"{where}: runtime option {name}={value!r} is not a {type(knob.default).__name__}"
             )
-        if isinstance(value, str) and value not in knob.values:
+        if value not in knob.values:  # the values tune tries are the ones edgekit opens
             raise UserInputError(
                 f"{where}: runtime option {name}={value!r}: choose from "
                 f"{', '.join(map(str, knob.values))}"

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from edgekit.artifacts.artifact import Artifact, manifest_path
-from edgekit.artifacts.runtime_options import without_tuning
+from edgekit.artifacts.runtime_options import tuned_options, tuned_threads, without_tuning
 from edgekit.common.fileio import write_json_atomic
 from edgekit.common.machine import cpu_model
 from edgekit.devices import DEFAULT_DEVICE, as_device, device_class, device_names
@@ -79,6 +79,9 @@ def tune_artifacts(
     for artifact, knobs in plans:
         untuned = Artifact(artifact.path, without_tuning(artifact.manifest))
         default = {"threads": 1, **defaults(get_target(artifact.target).tuning_knobs)}
+        if only is not None:  # the rest as tuned here before: --only refines, keeps the others
+            default |= tuned_options(artifact.manifest, device)
+            default["threads"] = tuned_threads(artifact.manifest, device) or 1
 
         def open_timer(options: dict[str, Any], untuned: Artifact = untuned) -> BlockTimer:
             return where.timer(_configured(untuned, options, device), options["threads"],
@@ -95,19 +98,24 @@ def tune_artifacts(
 def _configured(artifact: Artifact, options: dict[str, Any], device: str) -> Artifact:
     """``artifact`` whose manifest carries ``options`` as tuned for ``device``: the session
     opens it as a tuned file is opened later."""
-    manifest = artifact.manifest.replace(runtime_options=options, tuned={"device": device})
+    tuned = {"device": device, "cpu_model": cpu_model()}
+    manifest = artifact.manifest.replace(runtime_options=options, tuned=tuned)
     return Artifact(artifact.path, manifest)
 
 
 def _write(artifact: Artifact, tuned: Tuned, device: str) -> None:
     record = {
         "device": device,
-        "cpu": cpu_model(),
+        "cpu_model": cpu_model(),
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "against_default": tuned.ratio,
+        "started_from": tuned.default,
+        # the stages' winner against the start: kept when "faster", else in "rejected"
+        "final": tuned.final,
+        "ratio": tuned.ratio,
         "interval": tuned.interval,
-        "default_p50_ms": tuned.default_p50_ms,
-        "best_p50_ms": tuned.best_p50_ms,
+        "start_p50_ms": tuned.default_p50_ms,
+        "winner_p50_ms": tuned.best_p50_ms,
+        "rejected": tuned.rejected,
         "untried": tuned.untried,
     }
     manifest = without_tuning(artifact.manifest).replace(runtime_options=tuned.best, tuned=record)

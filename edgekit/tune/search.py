@@ -1,8 +1,11 @@
 """The search: stage by stage (the thread count first, then each knob in the target's order),
 the stage's candidates run interleaved in rounds with the incumbent, as ``edgekit bench`` runs
-artifacts. A candidate wins only when its latency ratio's interval lies below 1; otherwise it is
-a tie (or slower), and the incumbent, simpler and nearer the default, stays. A candidate the
-runtime refuses is that candidate's failure, and the search goes on."""
+artifacts. The incumbent runs in two sessions (two processes): how far they differ is the noise
+band every candidate's interval is widened by, since each candidate is a process of its own and
+where a process lands moves its latency by a few percent. A candidate wins only when its widened
+interval lies below 1; otherwise it is a tie (or slower), and the incumbent, simpler and nearer
+the default, stays. A candidate the runtime refuses is that candidate's failure, and the search
+goes on."""
 
 from __future__ import annotations
 
@@ -12,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from edgekit.common.stats import band_of
 from edgekit.errors import EdgekitError
-from edgekit.measure.interleave import interleave
+from edgekit.measure.interleave import Interleaved, interleave
 from edgekit.targets.knobs import Knob
 from edgekit.worker.latency import BlockTimer, NoiseGuard, Protocol
 
@@ -42,11 +46,14 @@ class Tuned:
     best: dict[str, Any]
     trials: list[Trial] = field(default_factory=list)
     untried: list[str] = field(default_factory=list)  # knobs the budget left out
-    # best against default, interleaved after the search (None where best is the default)
+    # the stages' winner against the start, interleaved after the search: "faster" (it stays
+    # best), "tie" (the start stays best), "failed: ..." or None (the start won every stage)
+    final: str | None = None
     ratio: float | None = None
     interval: tuple[float, float] | None = None
     default_p50_ms: float | None = None
     best_p50_ms: float | None = None
+    rejected: dict[str, Any] | None = None  # the stages' winner a final tie sent back
     elapsed_s: float = 0.0
     budget_s: float = 0.0
 
@@ -79,12 +86,12 @@ def run_stage(
     """The stage's candidates (the knob's other values) interleaved with ``incumbent``; the
     fastest one whose interval lies below 1 becomes the incumbent."""
     others = [value for value in knob.values if value != incumbent[knob.name]]
-    candidates = [dict(incumbent, **{knob.name: value}) for value in others]
+    candidates = [knob.candidate(incumbent, value) for value in others]
     trials: list[Trial] = []
     timers: list[BlockTimer] = []
     sides: list[Trial] = []
     try:
-        timers.append(open_timer(incumbent))
+        timers += [open_timer(incumbent), open_timer(incumbent)]  # two sessions: the band
         for options in candidates:
             trial = Trial(knob.name, options[knob.name], options, "failed")
             try:
@@ -95,13 +102,11 @@ def run_stage(
             trials.append(trial)
         if sides:
             result = interleave(timers, protocol, guard)
-            if 0 in result.failed:
-                raise EdgekitError(f"the incumbent {incumbent} failed: {result.failed[0]}")
-            for side, trial in enumerate(sides, start=1):
+            for side, trial in enumerate(sides, start=2):
                 if side in result.failed:
                     trial.error = result.failed[side].splitlines()[0]
                     continue
-                trial.ratio, trial.interval = result.ratio(side, 0)
+                trial.ratio, trial.interval = against_incumbent(result, side)
                 trial.verdict = verdict(trial.interval)
     finally:
         for timer in timers:
@@ -111,6 +116,16 @@ def run_stage(
         return incumbent, trials
     best = min(faster, key=lambda trial: trial.ratio or 1.0)
     return dict(best.options), trials
+
+
+def against_incumbent(result: Interleaved, side: int) -> tuple[float, tuple[float, float]]:
+    """``side``'s time over the incumbent's two sessions (their geometric mean per round), its
+    interval widened by the band between those sessions."""
+    if 0 in result.failed or 1 in result.failed:
+        failed = result.failed.get(0) or result.failed[1]
+        raise EdgekitError(f"the incumbent failed: {failed.splitlines()[0]}")
+    band = band_of(result.ratio(1, 0)[1])
+    return result.ratio(side, [0, 1], band)
 
 
 def search(
@@ -124,8 +139,9 @@ def search(
     progress: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Tuned:
-    """Stage after stage within ``budget_s``: a stage starts only when the time the slowest
-    stage so far took still fits; then best against default, interleaved once more."""
+    """Stage after stage within ``budget_s``: the first stage always runs; a later one starts
+    only when it and the final comparison still fit, each counted at the slowest stage so far.
+    Then the stages' winner against ``default`` (the start), interleaved once more."""
     say = progress or (lambda message: None)
     started = clock()
     tuned = Tuned(label, dict(default), dict(default), budget_s=budget_s)
@@ -133,7 +149,7 @@ def search(
     for index, knob in enumerate(knobs):
         if not knob.applies(tuned.best) or len(knob.values) < 2:
             continue
-        if clock() - started + longest > budget_s:
+        if longest and clock() - started + 2 * longest > budget_s:
             tuned.untried = [k.name for k in knobs[index:] if k.applies(tuned.best)]
             say(f"{label}: the budget leaves out {', '.join(tuned.untried)}")
             break
@@ -143,28 +159,30 @@ def search(
         tuned.trials += trials
         longest = max(longest, clock() - stage_started)
     if tuned.best != tuned.default:
-        say(f"{label}: best against default")
-        _compare(tuned, open_timer, protocol, guard)
-        if tuned.interval is None or verdict(tuned.interval) != "faster":
-            tuned.best = dict(tuned.default)  # a tie in the end: the default stays
+        say(f"{label}: best against the start")
+        tuned.final = _compare(tuned, open_timer, protocol, guard)
+        if tuned.final != "faster":  # a tie (or no figure) in the end: the start stays
+            tuned.rejected, tuned.best = tuned.best, dict(tuned.default)
     tuned.elapsed_s = clock() - started
     return tuned
 
 
-def _compare(tuned: Tuned, open_timer: OpenTimer, protocol: Protocol, guard: NoiseGuard) -> None:
-    """The winner against the default, in one interleaved run: the figure tune reports."""
+def _compare(tuned: Tuned, open_timer: OpenTimer, protocol: Protocol, guard: NoiseGuard) -> str:
+    """The stages' winner against the start (two sessions of it), in one interleaved run: the
+    figure tune reports. Its verdict, or why there is none."""
     timers: list[BlockTimer] = []
     try:
-        for options in (tuned.default, tuned.best):
+        for options in (tuned.default, tuned.default, tuned.best):
             timers.append(open_timer(options))
         result = interleave(timers, protocol, guard)
-        if result.failed:
-            return
-        tuned.ratio, tuned.interval = result.ratio(1, 0)
-        tuned.default_p50_ms = statistics.median(result.rounds_ms(0))
-        tuned.best_p50_ms = statistics.median(result.rounds_ms(1))
-    except EdgekitError:
-        return  # the stages found it faster; the figure is missing, said by interval None
+        if 2 in result.failed:
+            return f"failed: {result.failed[2].splitlines()[0]}"
+        tuned.ratio, tuned.interval = against_incumbent(result, 2)
+        tuned.default_p50_ms = statistics.median(result.rounds_ms([0, 1]))
+        tuned.best_p50_ms = statistics.median(result.rounds_ms(2))
+        return verdict(tuned.interval)
+    except EdgekitError as exc:
+        return f"failed: {str(exc).splitlines()[0]}"
     finally:
         for timer in timers:
             timer.close()

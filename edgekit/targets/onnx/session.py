@@ -53,6 +53,21 @@ def session_options(threads: int, **settings: Any) -> Any:
     return options
 
 
+def applied_settings(session: Any) -> dict[str, Any]:
+    """The settings as the live session holds them (onnxruntime may change what it was given:
+    ORT_PARALLEL with one inter-op thread reads back ORT_SEQUENTIAL)."""
+    options = session.get_session_options()
+    return {
+        "graph_optimization_level": options.graph_optimization_level.name,
+        "execution_mode": options.execution_mode.name,
+        "inter_op_threads": options.inter_op_num_threads,
+        "allow_spinning": options.get_session_config_entry("session.intra_op.allow_spinning")
+        != "0",
+        "enable_mem_pattern": options.enable_mem_pattern,
+        "enable_cpu_mem_arena": options.enable_cpu_mem_arena,
+    }
+
+
 # ``provider=`` names one GPU provider (the server device's CUDA and TensorRT rows)
 PROVIDER_NAMES = {"cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
 
@@ -126,8 +141,7 @@ class OnnxSession(Session):
             "delegate_applied": placed[0] == chosen[0],
             "kernels": "MLAS (CPUExecutionProvider)" if placed[0] == CPU_PROVIDER else placed[0],
             "threads": threads,
-            **DEFAULT_SETTINGS,
-            **knobs,
+            **applied_settings(self._session),
         }
         if provider is not None:
             self.info["variant"] = provider
