@@ -47,6 +47,7 @@ MODULES = {
     "edgekit/common/budget.py": Target(("tests/test_recommend.py",)),
     "edgekit/measure/interleave.py": Target(("tests/test_interleave.py",)),
     "edgekit/report/recommend.py": Target(("tests/test_recommend.py",)),
+    "edgekit/tune/search.py": Target(("tests/test_tune_search.py",)),
     # the gates' decisions; latency_regression drives three runtimes (test_bench, a timing test)
     "edgekit/measure/gates.py": Target(
         ("tests/test_gates.py",),
