@@ -311,6 +311,40 @@ def block_cluster() -> list[str]:
     return text[start:end]
 
 
+def block_run_tune(work: Path) -> list[str]:
+    """``run --tune`` of the default model's fp32 files: the lines it printed per artifact and
+    its report's section with both columns."""
+    printed = edgekit("run", "--target", "all", "--recipe", "fp32", "--device", "cpu", "--tune",
+                      "--no-profile", "--runs-dir", str(work / "tune-runs"), "--history",
+                      str(work / "history.sqlite"), json_out=False)  # fmt: skip
+    lines = [line for line in str(printed).splitlines() if line.startswith("tuned ")]
+    (run_dir,) = (work / "tune-runs").iterdir()
+    report = (run_dir / "report.md").read_text().split("## Tuned against default")[1]
+    table = [line for line in report.split("\n## ")[0].splitlines() if line.startswith("|")]
+    return ["```text", *lines, "```", "", *table]
+
+
+def block_bench_memory(work: Path) -> list[str]:
+    """``bench`` of the default model's three fp32 files: its memory table and the lines under
+    it (where each planned figure comes from, what the residual holds)."""
+    folder = work / "memory"
+    edgekit("export", "--target", "all", "--recipe", "fp32", "-o", str(folder))
+    files = sorted(str(path) for path in folder.iterdir() if path.suffix in (".tflite", ".pte",
+                                                                               ".onnx"))  # fmt: skip
+    printed = str(edgekit("bench", *files, json_out=False)).splitlines()
+    start = next(i for i, line in enumerate(printed) if line.strip() == "memory (MB)")
+    kept = [line.rstrip() for line in printed[start:]
+            if line.strip() and not line.startswith(("warning", "hint", "  baseline"))]  # fmt: skip
+    return ["```text", *kept, "```"]
+
+
+def block_tune_summary() -> list[str]:
+    """Per runtime, where its default was left behind (benchmarks/TUNE.md's summary)."""
+    text = (HERE / "TUNE.md").read_text().splitlines()
+    runtimes = ("- tflite:", "- executorch:", "- onnx:")
+    return [line for line in text if line.startswith(runtimes)]
+
+
 BLOCKS = {
     "accuracy": lambda work: block_accuracy(),
     "export": block_export,
@@ -326,12 +360,15 @@ BLOCKS = {
     "onnx-source": block_onnx_source,
     "profile": lambda work: block_profile(),
     "cluster": lambda work: block_cluster(),
+    "run-tune": block_run_tune,
+    "bench-memory": block_bench_memory,
+    "tune-summary": lambda work: block_tune_summary(),
 }
 
 
 # blocks copied from a benchmark's own page: their provenance is that page's
 RECORDED = {"gates": "GATES.md", "reproduce": "REPRODUCIBILITY.md",
-            "before-after": "BEFORE_AFTER.md"}  # fmt: skip
+            "before-after": "BEFORE_AFTER.md", "tune-summary": "TUNE.md"}  # fmt: skip
 
 
 def block_pattern(name: str) -> re.Pattern[str]:
@@ -367,6 +404,7 @@ def main() -> None:
             "before_after.py",
             "layer_profile.py",
             "cluster.py",
+            "tune.py",
         ):
             subprocess.run([sys.executable, str(HERE / script)], check=True)
     pages = {name: page_of(name) for name in names}  # every block found before anything runs

@@ -28,6 +28,7 @@ _API = {
     "bench_artifacts": "edgekit.measure.bench",
     "latency_regression": "edgekit.measure.gates",
     "tune_artifacts": "edgekit.tune.api",
+    "measure_memory": "edgekit.measure.memory",
     "run_matrix": "edgekit.run.matrix",
     "RunConfig": "edgekit.run.config",
     "build_report": "edgekit.report",

@@ -72,6 +72,7 @@ class Row:
     load_ms: float | None = None
     first_ms: float | None = None
     peak_rss_mb: float | None = None
+    memory: dict[str, Any] | None = None  # in parts (edgekit.measure.memory.MemoryRecord)
     foreign_cpu: float | None = None
     steal: float | None = None
     disturbed: bool = False

@@ -337,6 +337,13 @@ CASES = {
                                    "does not compare with the host"),
     "check-run-without-results": (["check", "{empty_dir}", "--max-drop", "1"], "empty_dir", 2,
                                   "no results.json"),
+    "check-peak-negative": (["check", "{onnx}", "--max-peak-mb", "-1"], "onnx", 2,
+                            "--max-peak-mb must be >= 0, got -1"),
+    "check-peak-not-a-number": (["check", "{onnx}", "--max-peak-mb", "abc"], "onnx", 2,
+                                "Invalid value for '--max-peak-mb'"),
+    "check-memory-regression-without-a-reference": (["check", "{onnx}", "--max-memory-regression",
+                                                     "10"], "onnx", 2,
+                                                    "--max-memory-regression on an artifact needs"),
     # ---- run, report, history, compare --------------------------------------------------------
     "run-unknown-device": (["run", "--device", "phone"], None, 2, "unknown device 'phone'"),
     "run-no-device": (["run", "--device", ","], None, 2, "name at least one device"),

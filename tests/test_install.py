@@ -75,6 +75,10 @@ def test_the_wheel_ships_every_package_of_the_tree_and_the_weights(tmp_path):
     assert "edgekit/cluster/__init__.py" in shipped  # once left out of a hand-written list
     weights = {p.name for p in (ROOT / "edgekit" / "sources" / "weights").glob("*") if p.is_file()}
     assert {f"edgekit/sources/weights/{name}" for name in weights} <= shipped
+    # each target's trivial model and its manifest: the runtime's memory floor in bench
+    trivial = {p.relative_to(ROOT).as_posix() for p in (ROOT / "edgekit" / "targets").glob(
+        "*/trivial.*")}  # fmt: skip
+    assert len(trivial) == 6 and trivial <= shipped
     entry_points = next(name for name in shipped if name.endswith(".dist-info/entry_points.txt"))
     assert "edgekit = edgekit.supervise:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 

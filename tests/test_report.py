@@ -60,7 +60,7 @@ def test_report_is_rebuilt_from_results_json_alone(run_dir, capsys):
     assert "layers.png" in plots  # the recorded run profiled its host-CPU artifacts
     inline = page.split("<h2>Plots</h2>")[1]
     assert inline.count("data:image/png;base64,") == len(plots)  # every plot inside the page
-    for name in ("pareto", "latency", "size"):
+    for name in ("pareto", "latency", "size", "memory"):  # memory: the model's parts, stacked
         assert (run_dir / "plots" / f"{name}.png").stat().st_size > 10_000
     assert "## Not available on this machine" in markdown
     assert "- onnx on gpu (fp32, int8): " in markdown  # once per target and device
@@ -229,6 +229,8 @@ def _slower_run(run_dir, database, factor=1.5, cpu_model=None):
     for row in slower.rows:
         if row.latency:
             row.latency["p50_ms"] *= factor
+        if row.memory and row.memory["status"] == "ok":
+            row.memory = dict(row.memory, model_mb=2 * row.memory["model_mb"])
         row.disturbed = False
         if cpu_model:
             row.fingerprint = dict(row.fingerprint, cpu_model=cpu_model)
@@ -241,9 +243,12 @@ def test_compare_and_the_recorded_latency_gate_against_history(run_dir, tmp_path
     _slower_run(run_dir, database)
     deltas = {d["key"]: d for d in compare_runs("earlier", "slower", database)}
     assert deltas["digits-mobilenet:onnx/int8@cpux1"]["p50_change_pct"] == pytest.approx(50.0)
+    # memory in the history too: the model's share, twice as large in the second run
+    assert deltas["digits-mobilenet:onnx/int8@cpux1"]["model_mb_change_pct"] == pytest.approx(100)
+    assert deltas["digits-mobilenet:onnx/int8@cpux1"]["a"]["peak_mb"] > 10
     assert resolve_run("last", database, exclude="slower") == "earlier"
     shown = run_cli(capsys, "compare", "earlier", "slower", "--history", str(database))
-    assert shown.code == 0 and "+50.0 %" in shown.out
+    assert shown.code == 0 and "+50.0 %" in shown.out and "+100.0 %" in shown.out
     gate = run_cli(
         capsys,
         "check",

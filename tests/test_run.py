@@ -53,6 +53,8 @@ def test_a_run_measures_the_matrix_and_writes_its_report_and_history(capsys, tmp
     results = json.loads((run_dir / "results.json").read_text())
     rows = {(r["target"], r["recipe"]): r for r in results["rows"]}
     assert set(rows) == {("onnx", "fp32"), ("onnx", "int8"), ("baseline", "fp32")}
+    assert results["run"]["tuning"] == []  # no search without --tune (tests/test_tune.py)
+    assert "Tuned against default" not in (run_dir / "report.md").read_text()
     for key in (("onnx", "fp32"), ("onnx", "int8")):
         row = rows[key]
         assert row["status"] == "ok" and row["accuracy"]["samples"] == 899

@@ -254,7 +254,7 @@ def test_unsupported_combinations_say_why(target, digits_model, calibration, tmp
 
 def test_the_target_declares_what_it_can_do(target):
     assert target.io_dtypes == ("float32", "int8") and Accelerator.GPU in target.accelerators
-    assert "ai-edge-litert" in target.packages and target.session_options == ("xnnpack",)
+    assert "ai-edge-litert" in target.packages and target.session_options == ("xnnpack", "api")
     assert target.official_runner().env_var == "EDGEKIT_BENCHMARK_MODEL"
 
 

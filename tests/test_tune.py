@@ -5,6 +5,7 @@ keeping what was tuned before (the search itself: tests/test_tune_search.py)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -47,6 +48,8 @@ def test_a_manifest_with_an_unknown_or_bad_runtime_option_is_one_line(export_dig
         (["--only", "threads,turbo"], "unknown option(s) turbo for onnx"),
         (["--device", "android"], "--device android: tune runs on cpu"),
         (["--budget-s", "0"], "--budget-s must be > 0"),
+        (["--threads", "0"], "--threads must be 1 to 256, got 0"),
+        (["--threads", "2", "--only", "threads"], "--threads fixes the thread count"),
     ],
 )
 def test_bad_tune_options_are_one_line_and_exit_2(capsys, export_digits, tmp_path, args, message):
@@ -137,3 +140,85 @@ def test_tune_only_one_option_keeps_the_others_and_prints_the_code_for_the_app(
     again = run_cli(capsys, "tune", str(path), "--only", "threads", "--budget-s", "10",
                     "--no-noise-guard", "--no-write")  # fmt: skip
     assert again.code == 0 and Path(f"{path}.json").read_text() == before  # --no-write
+
+
+def test_tune_at_the_apps_thread_count_searches_the_rest_at_it(capsys, export_digits, tmp_path):
+    path = _tuned_copy(export_digits, tmp_path, "tflite")
+    result = run_cli(capsys, "tune", str(path), "--threads", "2", "--budget-s", "10",
+                     "--no-noise-guard", "--json")  # fmt: skip
+    assert result.code == 0, result.err
+    (tuned,) = json.loads(result.out)
+    assert tuned["default"] == {"threads": 2, "xnnpack": True, "api": "interpreter"}
+    assert tuned["best"]["threads"] == 2
+    searched = [trial["knob"] for trial in tuned["trials"]]
+    assert searched[0] == "xnnpack" and "threads" not in searched  # threads not searched
+    assert json.loads(Path(f"{path}.json").read_text())["runtime_options"]["threads"] == 2
+
+
+def test_a_file_tuned_to_litert_compiled_model_opens_so_and_prints_its_code(
+    capsys, export_digits, tmp_path
+):
+    from edgekit.targets import get_target
+
+    path = _tuned_copy(export_digits, tmp_path, "tflite")
+    _write_tuned(path, {"threads": 1, "xnnpack": True, "api": "compiled_model"})
+    record, _ = _bench(capsys, path)
+    assert record["runtime"]["runtime"].startswith("LiteRT CompiledModel")
+    assert record["runtime"]["api"] == "compiled_model"
+    default, _ = _bench(capsys, path, "--runtime-options", "default")
+    assert default["runtime"]["runtime"].startswith("LiteRT Interpreter")
+    code = get_target("tflite").runtime_code("m.tflite", {"threads": 2, "xnnpack": True,
+                                                          "api": "compiled_model"})  # fmt: skip
+    assert "CompiledModel.from_file(" in "\n".join(code) and "num_threads=2" in "\n".join(code)
+
+
+def _run_tuned(capsys, tmp_path: Path, *args: str):
+    from cli_helpers import plumbing_config
+
+    return run_cli(capsys, "run", "--config", str(plumbing_config(tmp_path)), "--target", "onnx",
+                   "--recipe", "fp32", "--device", "cpu", "--no-profile", "--min-seconds", "0.2",
+                   "--min-runs", "20", "--rounds", "4", "--runs-dir", str(tmp_path / "runs"),
+                   "--history", str(tmp_path / "history.sqlite"), *args)  # fmt: skip
+
+
+def test_run_tune_measures_the_tuned_files_and_reports_default_against_tuned(capsys, tmp_path):
+    result = _run_tuned(capsys, tmp_path, "--tune", "--tune-budget-s", "8")
+    assert result.code == 0, result.err
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    results = json.loads((run_dir / "results.json").read_text())
+    (record,) = results["run"]["tuning"]
+    assert record["label"] == "onnx/fp32" and record["device"] == "cpu"
+    assert record["default"] == DEFAULTS and record["trials"]  # the thread stage at least ran
+    assert results["run"]["config"]["tune"] is True and results["run"]["phases"]["tune_s"] > 0
+    # the run's own copy of the file carries the winner, and its row was opened with it
+    (manifest,) = (run_dir / "artifacts").glob("*.onnx.json")
+    written = json.loads(manifest.read_text())
+    assert written["runtime_options"] == record["best"] and written["tuned"]["device"] == "cpu"
+    (row,) = [r for r in results["rows"] if r["target"] == "onnx"]
+    assert row["status"] == "ok"
+    knobs = {k: v for k, v in record["best"].items() if k != "threads"}
+    assert {k: row["runtime"][k] for k in knobs} == knobs
+    # both columns, in the printed line and the report's section
+    (line,) = [line for line in result.out.splitlines() if line.startswith("tuned onnx/fp32")]
+    assert "default " in line and "tuned/default" in line, line
+    report = (run_dir / "report.md").read_text()
+    section = report.split("## Tuned against default")[1]
+    assert (
+        "| artifact | device | default p50 ms | tuned p50 ms | tuned / default [95%] |" in section
+    )
+    assert re.search(r"\| onnx/fp32 \| cpu \| \d+\.\d{3} \| \d+\.\d{3} \| ", section), section
+    assert record["default_p50_ms"] > 0 and record["best_p50_ms"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tune", "--tune-budget-s", "0"], "tune_budget_s must be > 0 seconds"),
+        (["--tune", "--cluster", "local"], "--tune searches on this machine's CPU"),
+    ],
+)
+def test_bad_run_tune_options_are_one_line_and_exit_2(capsys, tmp_path, args, message):
+    result = _run_tuned(capsys, tmp_path, *args)
+    assert result.code == 2 and message in result.err, result.err
+    assert len([line for line in result.err.splitlines() if line.strip()]) == 1
+    assert not (tmp_path / "runs").exists()

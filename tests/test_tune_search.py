@@ -77,6 +77,17 @@ def test_a_tie_everywhere_keeps_the_default_and_compares_nothing_more():
     assert len(opened) == 6  # two stages of two incumbent sessions + one candidate; no final
 
 
+def test_a_default_that_wins_every_stage_is_reported_with_its_own_p50_on_both_sides():
+    open_timer, _ = scripted(lambda options: 1.0 if options == DEFAULT else 1.5)
+    tuned = search("f.onnx", DEFAULT, stages((MODE,), 2), open_timer, PLAN, QUIET, 60.0)
+    assert tuned.best == DEFAULT and tuned.final is None
+    assert {t.verdict for t in tuned.trials} == {"slower"}
+    for trial in tuned.trials:  # each candidate's p50 beside its incumbent's
+        assert trial.p50_ms == pytest.approx(1.5, rel=0.05)
+        assert trial.incumbent_p50_ms == pytest.approx(1.0, rel=0.05)
+    assert tuned.default_p50_ms == tuned.best_p50_ms == tuned.trials[0].incumbent_p50_ms
+
+
 def test_a_winner_that_ties_the_default_at_the_end_is_sent_back_and_kept_on_record():
     opened_before: list[int] = []
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -154,6 +154,14 @@ def bench(
     _bench_exit(records)
 
 
+def _leak_run(bounds: Any) -> dict[str, Any]:
+    """How long the memory probe runs: 10,000 invokes (at most a minute) for a leak bound, a
+    couple of seconds for the rest."""
+    if bounds.max_leak_kb_per_1k is not None:
+        return {"invokes": 10_000, "seconds": 60.0}
+    return {"seconds": 2.0}
+
+
 def _hints(records: list) -> dict[str, str]:
     """Why int8/fp16 is not faster than fp32 on the same target, from each file's census."""
     from edgekit.analysis.explain import not_faster_hints
@@ -224,6 +232,19 @@ def check(
     max_arm_x86_diff: Annotated[
         float | None, typer.Option("--max-arm-x86-diff", help="arm64-emu: max |ARM - x86| logit")
     ] = None,
+    max_peak_mb: Annotated[
+        float | None,
+        typer.Option("--max-peak-mb", help="the model's own share of the peak, above the runtime"),
+    ] = None,
+    max_size_kb: Annotated[float | None, typer.Option("--max-size-kb", help="the file")] = None,
+    max_leak_kb_per_1k: Annotated[
+        float | None,
+        typer.Option("--max-leak-kb-per-1k", help="resident growth per 1000 invokes (upper CI)"),
+    ] = None,
+    max_memory_regression: Annotated[
+        float | None,
+        typer.Option("--max-memory-regression", help="percent of --against's model share"),
+    ] = None,
     against: Annotated[
         str,
         typer.Option("--against", help="a reference artifact, or (run dirs) last or a run id"),
@@ -241,8 +262,8 @@ def check(
     as_json: JsonOption = False,
     foreign: ForeignOptions = None,
 ) -> None:
-    """Exit 1 when accuracy drop, a class's drop, flips, a collapse, agreement, SQNR or latency
-    breaks a bound; 2 on bad input."""
+    """Exit 1 when accuracy drop, a class's drop, flips, a collapse, agreement, SQNR, latency
+    or memory breaks a bound; 2 on bad input."""
     from edgekit.measure.accuracy import evaluate_artifact
     from edgekit.measure.gates import (
         accuracy_gates,
@@ -251,6 +272,8 @@ def check(
         run_accuracy_gates,
         run_latency_gates,
     )
+    from edgekit.measure.memory import MemoryRecord, measure_memory
+    from edgekit.measure.memory_gates import MemoryBounds, memory_gates, run_memory_gates
     from edgekit.measure.prediction_gates import (
         FlipBound,
         PredictionBounds,
@@ -268,12 +291,15 @@ def check(
         point_estimate=point_estimate,
         collapse_share=collapse_share,
     )
-    bounds = (max_drop, min_agreement, min_sqnr, max_latency_regression, max_arm_x86_diff)
+    memory = MemoryBounds(max_peak_mb, max_size_kb, max_leak_kb_per_1k, max_memory_regression)
+    bounds = (max_drop, min_agreement, min_sqnr, max_latency_regression, max_arm_x86_diff,
+              max_peak_mb, max_size_kb, max_leak_kb_per_1k, max_memory_regression)  # fmt: skip
     if all(bound is None for bound in bounds) and not predictions.any:
         raise UserInputError(
             "check: give at least one bound (--max-drop, --max-class-drop, --max-flips, "
             "--fail-on-collapse, --min-agreement, --min-sqnr, --max-latency-regression, "
-            "--max-arm-x86-diff)"
+            "--max-arm-x86-diff, --max-peak-mb, --max-size-kb, --max-leak-kb-per-1k, "
+            "--max-memory-regression)"
         )
     protocol = Protocol(rounds=rounds)
     results = []
@@ -282,6 +308,12 @@ def check(
         from edgekit.results import load_results
 
         run = load_results(paths[0])
+        if memory.max_leak_kb_per_1k is not None or memory.max_memory_regression is not None:
+            raise UserInputError(
+                "--max-leak-kb-per-1k and --max-memory-regression gate artifacts; a run "
+                "directory takes --max-peak-mb and --max-size-kb"
+            )
+        results += run_memory_gates(run, memory)
         results += run_accuracy_gates(run, max_drop, min_agreement, min_sqnr, point_estimate)
         results += run_prediction_gates(run, predictions)
         if max_latency_regression is not None:
@@ -292,15 +324,28 @@ def check(
         accuracy_bounds = (max_drop, min_agreement, min_sqnr, max_arm_x86_diff)
         where = resolve_device(device, serial, cpu, xnnpack)
         reference = None
-        if max_latency_regression is not None:
+        if max_latency_regression is not None or max_memory_regression is not None:
             if against == "last":
+                given = "--max-latency-regression"
+                if max_latency_regression is None:
+                    given = "--max-memory-regression"
                 raise UserInputError(
-                    "--max-latency-regression on an artifact needs --against REFERENCE "
-                    "(an artifact file), or give a run directory"
+                    f"{given} on an artifact needs --against REFERENCE (an artifact file), or "
+                    "give a run directory"
                 )
             (reference,) = resolve_artifacts([against], foreign)  # once, for every candidate
+        reference_memory = None
+        if max_memory_regression is not None:
+            reference_memory = measure_memory(reference, where, threads=threads)
         for artifact in resolve_artifacts(paths, foreign):
-            if reference is not None:
+            if memory.measured:
+                measured = measure_memory(artifact, where, threads=threads, **_leak_run(memory))
+                results += memory_gates(measured, artifact.manifest.file.size, memory,
+                                        reference_memory)  # fmt: skip
+            elif memory.max_size_kb is not None:
+                unmeasured = MemoryRecord(artifact.label, where.name, threads)
+                results += memory_gates(unmeasured, artifact.manifest.file.size, memory)
+            if reference is not None and max_latency_regression is not None:
                 results.append(latency_regression(
                     artifact, reference, max_latency_regression, device=where, threads=threads,
                     protocol=protocol, guard=None,

@@ -80,6 +80,18 @@ def run(
             help="reuse this machine's earlier exports of the same inputs (edgekit's cache)",
         ),
     ] = None,
+    tune: Annotated[
+        bool | None,
+        typer.Option(
+            "--tune/--no-tune",
+            help="search each artifact's fastest runtime options "
+            "first (edgekit tune); the report shows default against tuned",
+        ),
+    ] = None,
+    tune_budget_s: Annotated[
+        float | None,
+        typer.Option("--tune-budget-s", help="--tune: seconds for all the searches together"),
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="edgekit.toml")] = None,
     cluster: Annotated[
         str | None,
@@ -107,6 +119,7 @@ def run(
 
     from edgekit.devices import parse_devices
     from edgekit.quantize.recipes import parse_recipes
+    from edgekit.report.tuning import tuning_line
     from edgekit.run.config import RunConfig, options_named
     from edgekit.run.matrix import matrix_summary
     from edgekit.targets import parse_targets
@@ -128,6 +141,8 @@ def run(
         "point_estimate": point_estimate,
         "profile": profile,
         "export_cache": export_cache,
+        "tune": tune,
+        "tune_budget_s": tune_budget_s,
         "min_runs": min_runs,
         "min_seconds": min_seconds,
         "rounds": rounds,
@@ -149,6 +164,8 @@ def run(
     # devices named on the command line or in the config file are asked for; defaults are not
     named = devices is not None or (config is not None and "devices" in options_named(config))
     asked = set(settings.devices) if named else set()
+    if settings.tune and cluster is not None:
+        raise UserInputError("--tune searches on this machine's CPU; leave out --cluster")
     if cluster is None:
         _refuse_absent(settings.devices, asked)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
@@ -168,6 +185,8 @@ def run(
         for model, advice in result.recommendations.items():
             named = f" ({model})" if len(result.recommendations) > 1 else ""
             console.print(f"[bold]recommendation{named}:[/] {advice.summary}", soft_wrap=True)
+        for record in result.results.run.get("tuning", []):
+            console.print(tuning_line(record), soft_wrap=True)
         if result.failed:
             console.print(f"{len(result.failed)} row(s) failed (reasons in the report); the run "
                           "went on past them")  # fmt: skip
@@ -313,6 +332,7 @@ def compare(
         return
     table = Table(
         "row", "p50 A ms", "p50 B ms", "p50 change", "top-1 A", "top-1 B", "top-1 change",
+        "model MB A", "model MB B", "memory change",
         title=f"{second} against {first} (recorded figures, two moments: no interval)",
     )  # fmt: skip
     for entry in deltas:
@@ -330,6 +350,9 @@ def compare(
             _num(a.get("top1") and 100 * a["top1"], "{:.2f}"),
             _num(b.get("top1") and 100 * b["top1"], "{:.2f}"),
             "" if top1 is None else f"{top1:+.2f}",
+            _num(a.get("model_mb"), "{:.2f}"),
+            _num(b.get("model_mb"), "{:.2f}"),
+            _num(entry.get("model_mb_change_pct"), "{:+.1f} %"),
         )
     console.print(table)
 

@@ -32,6 +32,10 @@ def tune(
     only: Annotated[
         str | None, typer.Option("--only", help="search these options only, e.g. threads,xnnpack")
     ] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option("--threads", help="fix the thread count (your app's); search the rest at it"),
+    ] = None,
     write: Annotated[
         bool, typer.Option("--write/--no-write", help="write the winner into the manifest")
     ] = True,
@@ -55,7 +59,7 @@ def tune(
                              "to write into; tune --no-write prints the winner")  # fmt: skip
     names = None if only is None else [name.strip() for name in only.split(",") if name.strip()]
     outcomes = tune_artifacts(
-        loaded, device=device, budget_s=budget_s, only=names,
+        loaded, device=device, budget_s=budget_s, only=names, threads=threads,
         guard=NoiseGuard(enabled=noise_guard), write=write,
         progress=None if as_json else lambda message: err_console.log(message),
     )  # fmt: skip

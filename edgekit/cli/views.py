@@ -203,7 +203,8 @@ def latency(records: list[Any]) -> None:
         "rounds",
         "load ms",
         "first ms",
-        "RSS MB",
+        "peak MB",
+        "model MB",
         "vs baseline [95% CI]",
         "others' CPU",
         title="latency (interleaved in rounds)",
@@ -234,10 +235,12 @@ def latency(records: list[Any]) -> None:
             "-" if r.load_ms is None else f"{r.load_ms:.0f}",
             "-" if r.first_ms is None else f"{r.first_ms:.2f}",
             "-" if r.peak_rss_mb is None else f"{r.peak_rss_mb:.0f}",
+            _model_mb(r.memory),
             speedup,
             foreign,
         )
     console.print(table)
+    memory(records)
     for r in records:
         where = r.runtime.get("device") if r.label.startswith("baseline") else None
         if where:
@@ -247,6 +250,49 @@ def latency(records: list[Any]) -> None:
         for hint in r.hints:
             console.print(f"[yellow]hint[/] {hint}", soft_wrap=True, highlight=False)
     assumptions(records)
+
+
+def _model_mb(memory: dict[str, Any] | None) -> str:
+    if not memory or memory.get("model_mb") is None:
+        return "-"
+    return f"{memory['model_mb']:.1f}"
+
+
+def _mb(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def memory(records: list[Any]) -> None:
+    """Each artifact's memory in parts that add up (model = file + planned + residual), what
+    stays after release, and the resident set's slope over the invokes; one line per device
+    that cannot tell, and where each runtime's planned figure comes from."""
+    told = [r for r in records if r.memory and r.memory["status"] == "ok"]
+    if told:
+        table = Table("artifact", "device", "thr", "process peak", "runtime floor", "model",
+                      "= file", "+ planned", "+ residual", "after release",
+                      "kB per 1k invokes [95%]", title="memory (MB)")  # fmt: skip
+        for r in told:
+            m = r.memory
+            slope = "-"
+            if m["leak_kb_per_1k"] is not None:
+                low, high = m["leak_interval"]
+                slope = f"{m['leak_kb_per_1k']:.1f} [{low:.1f}, {high:.1f}]"
+                slope += " [red]leak?[/]" if m["leak"] else ""
+            table.add_row(r.label, r.device, str(r.threads), _mb(m["process_peak_mb"]),
+                          _mb(m["floor_mb"]), _mb(m["model_mb"]), _mb(m["file_mb"]),
+                          _mb(m["planned_mb"]), _mb(m["residual_mb"]), _mb(m["retained_mb"]),
+                          slope)  # fmt: skip
+        console.print(table)
+        sources = {r.target: r.memory["planned_source"] for r in told}
+        for target, source in sources.items():
+            console.print(f"  planned, {target}: {source}", soft_wrap=True, highlight=False)
+        residuals = {r.memory["residual_is"] for r in told}
+        for residual in sorted(residuals):
+            console.print(f"  residual: {residual}", soft_wrap=True, highlight=False)
+    untold = {r.device: r.memory["error"] for r in records
+              if r.memory and r.memory["status"] == "unavailable"}  # fmt: skip
+    for why in untold.values():
+        console.print(f"memory: {why}", soft_wrap=True, highlight=False)
 
 
 def gates(results: list[Any]) -> None:

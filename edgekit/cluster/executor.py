@@ -46,6 +46,8 @@ from edgekit.targets import get_target
 class ClusterExecutor:
     """Cells as Ray tasks on the cluster ``ray`` is connected to."""
 
+    tunes_here = False  # run --tune searches on this machine's CPU; the pools run elsewhere
+
     def __init__(self, ray: Any, shared_dir: Path | None = None, address: str = "cluster") -> None:
         self.ray = ray
         self.shared_dir = Path(shared_dir) if shared_dir else None

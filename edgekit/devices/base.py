@@ -59,6 +59,7 @@ class Device:
     how_to_add: ClassVar[str] = ""  # one line: what gives a machine this device
     # edgekit tune searches runtime options here (sessions it opens with session_options)
     tunable: ClassVar[bool] = False
+    tells_memory: ClassVar[bool] = False  # edgekit.measure.memory can probe a session here
 
     def __init__(self, **options: Any) -> None:
         self.settings = options

@@ -31,6 +31,7 @@ def software_vulkan() -> bool:
 
 class HostDevice(Device):
     accelerator: Accelerator = Accelerator.CPU
+    tells_memory = True  # its sessions run in children of this machine (/proc/self/status)
 
     def session_options(self, artifact: Any) -> dict[str, Any]:
         """The runtime options ``edgekit tune`` wrote into the manifest (for this device),

@@ -46,6 +46,24 @@ def baseline_timer(
     return WorkerTimer(BASELINE_LABEL, request, sample, timeout_s)
 
 
+def session_memory(record: LatencyRecord, figures: dict[str, Any] | None) -> dict[str, Any]:
+    """The artifact's memory in parts, from its (last) timing session's figures; a leak is a
+    warning of the record's."""
+    from edgekit.measure.memory import cannot_tell, memory_record
+
+    if figures is None or "invoke_peak_kb" not in figures:
+        return cannot_tell(record.label, record.device, record.threads).to_dict()
+    memory = memory_record(record.label, record.device, record.threads, figures,
+                           record.artifact, record.target, timing_session=True)  # fmt: skip
+    if memory.leak:
+        low, high = memory.leak_interval
+        record.warnings.append(
+            f"memory grew {memory.leak_kb_per_1k:.1f} kB per 1000 invokes [{low:.1f}, "
+            f"{high:.1f}] over {memory.invokes} invokes: a leak, if it goes on"
+        )
+    return memory.to_dict()
+
+
 def baseline_record(timer: BlockTimer | None, threads: int, model: str | None) -> LatencyRecord:
     record = LatencyRecord(BASELINE_LABEL, "baseline", threads, "failed", model=model)
     if timer is not None:
@@ -80,6 +98,8 @@ def measure(
             record.status, record.error = "failed", result.failed[side]
             continue
         record.fill(result.blocks[side], result.rounds_used)
+        if record.artifact and record.target:
+            record.memory = session_memory(record, timer.memory)
         record.round_sessions = result.sessions_used
         record.rounds_disturbed = sum(result.disturbed)
         record.disturbed = record.rounds_disturbed > 0 and len(result.rounds_used) == len(

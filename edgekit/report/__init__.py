@@ -24,6 +24,7 @@ from edgekit.report.tables import (
     table_rows,
     unavailable,
 )
+from edgekit.report.tuning import tuning_section
 from edgekit.results import Results, Row, load_results
 
 __all__ = ["build_report", "load_results"]
@@ -174,6 +175,7 @@ def _content(results: Results, run_dir: Path) -> ReportContent:
     sections = [
         accuracy_aware_section(results),
         prediction_change_section(results),
+        tuning_section(results),
         profile_section(results),
         Section("What edgekit assumed about files it did not make", assumptions(results)),
         Section("Not available on this machine", unavailable(results)),

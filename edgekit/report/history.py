@@ -48,6 +48,8 @@ CREATE TABLE IF NOT EXISTS rows (
     fingerprint_id TEXT,
     fingerprint TEXT,
     artifact_path TEXT,
+    peak_mb REAL,
+    model_mb REAL,
     PRIMARY KEY (run_id, row_key)
 );
 """
@@ -58,6 +60,8 @@ ADDED = (
     ("rows", "fingerprint_id", "TEXT"),
     ("rows", "fingerprint", "TEXT"),
     ("rows", "artifact_path", "TEXT"),
+    ("rows", "peak_mb", "REAL"),  # the process's peak and the model's own share of it
+    ("rows", "model_mb", "REAL"),
 )
 
 
@@ -132,8 +136,8 @@ def record_run(results: Results, run_dir: Path, path: Path | None = None) -> str
                 connection.execute(
                     "INSERT OR REPLACE INTO rows (run_id, row_key, status, p50_ms, p90_ms, top1, "
                     "drop_points, drop_high, agreement, sqnr_db, size_bytes, record, "
-                    "fingerprint_id, fingerprint, artifact_path) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "fingerprint_id, fingerprint, artifact_path, peak_mb, model_mb) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         run["id"],
                         row.key,
@@ -150,6 +154,7 @@ def record_run(results: Results, run_dir: Path, path: Path | None = None) -> str
                         row.fingerprint.get("id"),
                         json.dumps(row.fingerprint),
                         artifact,
+                        *_memory_figures(row.memory),
                     ),
                 )
     except sqlite3.DatabaseError as exc:
@@ -221,6 +226,8 @@ ROW_KEYS = (
     "size_bytes",
     "fingerprint",
     "artifact_path",
+    "peak_mb",
+    "model_mb",
 )
 
 
@@ -228,7 +235,8 @@ def run_rows(run_id: str, path: Path | None = None) -> dict[str, dict[str, Any]]
     found = _query(
         path,
         "SELECT row_key, status, p50_ms, p90_ms, top1, drop_points, drop_high, agreement, "
-        "sqnr_db, size_bytes, fingerprint, artifact_path FROM rows WHERE run_id = ?",
+        "sqnr_db, size_bytes, fingerprint, artifact_path, peak_mb, model_mb FROM rows "
+        "WHERE run_id = ?",
         (run_id,),
     )
     rows = {}
@@ -271,8 +279,17 @@ def compare_runs(
                 entry["across_machines"] = fields
         if a and b and a["top1"] is not None and b["top1"] is not None:
             entry["top1_change_points"] = 100.0 * (b["top1"] - a["top1"])
+        if a and b and a["model_mb"] and b["model_mb"] is not None:
+            # memory needs no interval across moments: the same file holds the same pages
+            entry["model_mb_change_pct"] = 100.0 * (b["model_mb"] - a["model_mb"]) / a["model_mb"]
         deltas.append(entry)
     return deltas
+
+
+def _memory_figures(memory: dict[str, Any] | None) -> tuple[float | None, float | None]:
+    if not memory or memory.get("status") != "ok":
+        return None, None
+    return memory.get("process_peak_mb"), memory.get("model_mb")
 
 
 def _git_commit() -> str | None:

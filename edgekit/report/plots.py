@@ -105,6 +105,9 @@ def plots(results: Results, out_dir: Path) -> dict[str, Path]:
         ax.set_title("size per artifact")
         ax.tick_params(axis="y", labelsize=7)
         paths["size"] = save_figure(fig, out_dir / "size.png")
+    memory = memory_plot(results, out_dir / "memory.png")
+    if memory is not None:
+        paths["memory"] = memory
     for name, made in (
         ("classes", class_drop_plot(results, out_dir / "classes.png")),
         ("flips", flip_risk_plot(results, out_dir / "flips.png")),
@@ -148,4 +151,32 @@ def layer_plot(profiles: list[dict[str, Any]], path: Path, top: int = 12) -> Pat
     ax.set_title(f"the {len(names)} most expensive layers")
     ax.legend(fontsize=7)
     path.parent.mkdir(parents=True, exist_ok=True)
+    return save_figure(fig, path)
+
+
+MEMORY_PARTS = (("file_mb", "file", "tab:green"), ("planned_mb", "planned", "tab:blue"),
+                ("residual_mb", "residual", "tab:gray"))  # fmt: skip
+
+
+def memory_plot(results: Results, path: Path) -> Path | None:
+    """The model's own memory per artifact (one bar per row that measured it), stacked in its
+    parts: file, the runtime's plan, the residual. The runtime's floor is left out: it is the
+    runtime's, not the model's, and would dwarf the rest."""
+    import matplotlib.pyplot as plt
+
+    told = [r for r in results.rows if r.memory and r.memory.get("status") == "ok"]
+    if not told:
+        return None
+    labels = [r.label for r in told]
+    fig, ax = plt.subplots(figsize=(8, max(3, 0.35 * len(told) + 1)))
+    left = [0.0] * len(told)
+    for key, name, colour in MEMORY_PARTS:
+        # a residual below zero (a part larger than what the model added) is drawn as none
+        widths = [max(r.memory.get(key) or 0.0, 0.0) for r in told]
+        ax.barh(labels, widths, left=left, color=colour, label=name)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.set_xlabel("the model's own memory above the runtime's floor (MB)")
+    ax.set_title("memory per artifact, in parts")
+    ax.tick_params(axis="y", labelsize=7)
+    ax.legend(loc="lower right", fontsize=8)
     return save_figure(fig, path)

@@ -15,6 +15,7 @@ COLUMNS = (
     "device",
     "thr",
     "size",
+    "peak / model MB",
     "p50 ms",
     "p90 ms",
     "speed-up, this run [95% CI]",
@@ -157,6 +158,13 @@ def versus_fp32(row: Row, rows: list[Row]) -> tuple[float, tuple[float, float]] 
     return None
 
 
+def _memory_cell(memory: dict[str, Any] | None) -> str:
+    """The process's peak and the model's own share of it (above the runtime's floor)."""
+    if not memory or memory.get("status") != "ok":
+        return ""
+    return f"{memory['process_peak_mb']:.0f} / {memory['model_mb']:.1f}"
+
+
 def table_rows(results: Results) -> list[list[str]]:
     rows = []
     for row in results.rows:
@@ -183,6 +191,7 @@ def table_rows(results: Results) -> list[list[str]]:
                 str(row.device or ""),
                 str(row.threads or ""),
                 _fmt(row.size_bytes and row.size_bytes / 1024, "{:.0f} KB"),
+                _memory_cell(row.memory),
                 _fmt(row.p50, "{:.3f}"),
                 _fmt(row.latency.get("p90_ms"), "{:.3f}"),
                 speedup,

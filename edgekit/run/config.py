@@ -44,6 +44,10 @@ class RunConfig:
     profile: bool = True  # the report's per-layer section: host-CPU artifacts, first thread count
     profile_runs: int = 30  # profiled invokes per artifact
     export_cache: bool = True  # reuse an export of the same inputs on this machine (export_cache)
+    tune: bool = False  # search each artifact's fastest runtime options before measuring it
+    tune_budget_s: float = (
+        120.0  # seconds for every artifact's search together (tune: equal shares)
+    )
 
     def model_specs(self) -> list[str]:
         """The run's models: ``model`` holds one or several, comma-separated."""
@@ -74,6 +78,8 @@ class RunConfig:
             if getattr(self, name) < (0 if name == "warmup" else 1):
                 raise UserInputError(f"{name} must be positive, got {getattr(self, name)}")
         check_session_gap(self.session_gap, self.sessions)
+        if self.tune_budget_s <= 0:
+            raise UserInputError(f"tune_budget_s must be > 0 seconds, got {self.tune_budget_s}")
         if self.max_drop < 0 or self.min_seconds < 0 or self.timeout <= 0:
             raise UserInputError("max_drop and min_seconds must be >= 0, timeout > 0")
 

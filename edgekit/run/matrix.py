@@ -228,6 +228,15 @@ def measure(
     started = time.perf_counter()
     made = _export_phase(config, models, run_dir / "artifacts", say, executor)
     phases: dict[str, Any] = {"export_s": time.perf_counter() - started}
+    tuning = []
+    if config.tune:
+        from edgekit.run.tuning import tune_phase
+
+        if not getattr(executor, "tunes_here", True):
+            raise UserInputError("tune: tuning runs on this machine's CPU, not across a cluster")
+        started = time.perf_counter()
+        tuning = tune_phase(config, made, present, say)
+        phases["tune_s"] = time.perf_counter() - started
     started = time.perf_counter()
     for model in models:
         settings = replace(config, model=model.spec, data=model.data, devices=present)
@@ -266,6 +275,7 @@ def measure(
         "profiles": profiles,
         "phases": phases,  # where the run's wall time went: exports, then the device pools
         "flips_across": flips_across(rows),
+        "tuning": tuning,  # run --tune: each artifact's search, default against tuned
     }
     return Results(run, rows, RESULTS_SCHEMA_VERSION)
 

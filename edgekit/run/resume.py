@@ -52,6 +52,11 @@ def resume_run(
         results.run["created"] = old.run["created"]
         results.run["resumed"] = [*old.run.get("resumed", []), datetime.now(UTC).isoformat()]
         results.run["profiles"] = old.run.get("profiles") or results.run["profiles"]
+        # run --tune: the searches of the files kept, then those of the files made again
+        fresh = {(r["label"], r["device"]) for r in results.run.get("tuning", [])}
+        results.run["tuning"] = [r for r in old.run.get("tuning", [])
+                                 if (r["label"], r["device"]) not in fresh] + results.run.get(
+                                     "tuning", [])  # fmt: skip
         _keep_baselines(results, kept)
         write_json_atomic(partial / "results.json", results.to_dict())
         build_report(partial)
@@ -70,6 +75,10 @@ class _Redo:
 
     def __init__(self, missing: list[Row], folder: Path, inner: Any) -> None:
         self.missing, self.folder, self.inner = missing, folder, inner
+
+    @property
+    def tunes_here(self) -> bool:
+        return getattr(self.inner, "tunes_here", True)
 
     def export_all(self, config: RunConfig, source: Any, dataset: Any, out_dir: Path,
                    say: Any) -> tuple[list, list[Row]]:  # fmt: skip

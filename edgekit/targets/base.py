@@ -102,6 +102,14 @@ class Coverage:
 
 
 @dataclass(frozen=True)
+class PlannedMemory:
+    """Activation memory a runtime plans for a file (bytes), or None with why it is unknown."""
+
+    bytes: int | None
+    source: str  # where the figure comes from, or why there is none
+
+
+@dataclass(frozen=True)
 class OfficialRunner:
     """The target's own benchmark binary on a phone: where a user points edgekit at it, its
     command line and the parser of what it prints."""
@@ -225,6 +233,23 @@ class Target:
 
     def official_runner(self) -> OfficialRunner | None:
         return None
+
+    def trivial_model(self) -> Path | None:
+        """The runtime's floor: a trivial model of this format shipped beside the target's
+        module (``trivial.<suffix>``, made by scripts/trivial_models.py), or None."""
+        import sys
+
+        from edgekit.targets import suffix_of
+
+        folder = Path(str(sys.modules[type(self).__module__].__file__)).parent
+        found = folder / f"trivial{suffix_of(self.name)}"
+        return found if found.is_file() else None
+
+    def planned_memory(self, path: Path, details: dict[str, Any] | None = None) -> PlannedMemory:
+        """The memory the runtime plans for the file's activations, read from the runtime's
+        own API or the file format (``details``: the manifest's, where the export recorded
+        it); where it cannot be read, why not."""
+        return PlannedMemory(None, f"{self.name}: no planned-memory reader in this edgekit")
 
     def check(self) -> dict[str, Any]:
         """Doctor: can this machine export and run this target, and if not, why."""

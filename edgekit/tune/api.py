@@ -18,6 +18,7 @@ from edgekit.devices import DEFAULT_DEVICE, as_device, device_class, device_name
 from edgekit.errors import UserInputError
 from edgekit.targets import get_target
 from edgekit.targets.knobs import Knob, defaults
+from edgekit.targets.manifest import Manifest
 from edgekit.tune.search import Tuned, search, stages
 from edgekit.worker.latency import BlockTimer, NoiseGuard, Protocol
 
@@ -58,6 +59,7 @@ def tune_artifacts(
     device: str = DEFAULT_DEVICE,
     budget_s: float = 120.0,
     only: list[str] | None = None,
+    threads: int | None = None,
     protocol: Protocol = TUNE_PROTOCOL,
     guard: NoiseGuard | None = None,
     timeout_s: float = 120.0,
@@ -65,16 +67,23 @@ def tune_artifacts(
     progress: Callable[[str], None] | None = None,
 ) -> list[TuneOutcome]:
     """Search each artifact within an equal share of ``budget_s``; write each winner into its
-    manifest (``write``)."""
+    manifest (``write``). ``threads``: the thread count is fixed (the app's), and only the
+    runtime's options are searched at it."""
     if budget_s <= 0:
         raise UserInputError(f"--budget-s must be > 0 seconds, got {budget_s}")
+    if threads is not None and not 1 <= threads <= 256:
+        raise UserInputError(f"--threads must be 1 to 256, got {threads}")
+    if threads is not None and only is not None and "threads" in only:
+        raise UserInputError("--threads fixes the thread count; leave threads out of --only")
     where = as_device(device)
     if not where.tunable:
         tunable = [name for name in device_names() if device_class(name).tunable]
         raise UserInputError(
             f"--device {device}: tune runs on {', '.join(tunable)} in this edgekit"
         )
-    plans = [(artifact, knobs_for(artifact, only)) for artifact in artifacts]  # bad input first
+    fixed = set() if threads is None else {"threads"}  # a fixed count is no stage
+    plans = [(artifact, [k for k in knobs_for(artifact, only) if k.name not in fixed])
+             for artifact in artifacts]  # fmt: skip  # bad input first
     outcomes = []
     for artifact, knobs in plans:
         untuned = Artifact(artifact.path, without_tuning(artifact.manifest))
@@ -82,6 +91,8 @@ def tune_artifacts(
         if only is not None:  # the rest as tuned here before: --only refines, keeps the others
             default |= tuned_options(artifact.manifest, device)
             default["threads"] = tuned_threads(artifact.manifest, device) or 1
+        if threads is not None:
+            default["threads"] = threads
 
         def open_timer(options: dict[str, Any], untuned: Artifact = untuned) -> BlockTimer:
             return where.timer(_configured(untuned, options, device), options["threads"],
@@ -104,6 +115,14 @@ def _configured(artifact: Artifact, options: dict[str, Any], device: str) -> Art
 
 
 def _write(artifact: Artifact, tuned: Tuned, device: str) -> None:
+    write_json_atomic(
+        manifest_path(artifact.path), tuned_manifest(artifact, tuned, device).to_dict()
+    )
+
+
+def tuned_manifest(artifact: Artifact, tuned: Tuned, device: str) -> Manifest:
+    """``artifact``'s manifest with the search's winner as its runtime options for ``device``
+    and the ``tuned`` record of how it won (what ``tune`` writes)."""
     record = {
         "device": device,
         "cpu_model": cpu_model(),
@@ -118,5 +137,4 @@ def _write(artifact: Artifact, tuned: Tuned, device: str) -> None:
         "rejected": tuned.rejected,
         "untried": tuned.untried,
     }
-    manifest = without_tuning(artifact.manifest).replace(runtime_options=tuned.best, tuned=record)
-    write_json_atomic(manifest_path(artifact.path), manifest.to_dict())
+    return without_tuning(artifact.manifest).replace(runtime_options=tuned.best, tuned=record)

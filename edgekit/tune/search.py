@@ -35,6 +35,8 @@ class Trial:
     ratio: float | None = None
     interval: tuple[float, float] | None = None
     error: str | None = None
+    p50_ms: float | None = None  # the candidate's median round
+    incumbent_p50_ms: float | None = None  # the incumbent's, over its two sessions
 
 
 @dataclass
@@ -108,6 +110,8 @@ def run_stage(
                     continue
                 trial.ratio, trial.interval = against_incumbent(result, side)
                 trial.verdict = verdict(trial.interval)
+                trial.p50_ms = statistics.median(result.rounds_ms(side))
+                trial.incumbent_p50_ms = statistics.median(result.rounds_ms([0, 1]))
     finally:
         for timer in timers:
             timer.close()
@@ -163,6 +167,9 @@ def search(
         tuned.final = _compare(tuned, open_timer, protocol, guard)
         if tuned.final != "faster":  # a tie (or no figure) in the end: the start stays
             tuned.rejected, tuned.best = tuned.best, dict(tuned.default)
+    else:  # the start was every stage's incumbent: its p50 is the first stage's figure
+        start = next((t.incumbent_p50_ms for t in tuned.trials if t.incumbent_p50_ms), None)
+        tuned.default_p50_ms = tuned.best_p50_ms = start
     tuned.elapsed_s = clock() - started
     return tuned
 

@@ -2,7 +2,8 @@
 hangs becomes a failed row instead of a dead report.
 
 One JSON request on stdin. Mode ``predict`` writes logits for an .npy of inputs to an .npy and
-exits. Mode ``serve`` loads a session (an artifact, or the ``baseline``: the source model in its
+exits; mode ``memory`` measures a session's memory phase by phase (``edgekit.worker.memory``).
+Mode ``serve`` loads a session (an artifact, or the ``baseline``: the source model in its
 own framework), warms it up, then answers commands line by line: ``{"cmd": "block", "runs": N}``
 times N single invokes; ``{"cmd": "close"}`` ends it. Replies are JSON lines on the original
 stdout; the libraries' own prints go to stderr."""
@@ -122,10 +123,15 @@ def _with_delay(runnable: Runnable, delay_ms: float) -> Runnable:
 
 def serve(request: dict[str, Any], reply: Any) -> None:
     from edgekit.worker.interference import ForeignCpu
+    from edgekit.worker.memory import Phases, keep_everything
 
+    phases = Phases(request, _artifact_runnable)  # the runtime's floor first, where it tells
     started = time.perf_counter()
     maker = _baseline_runnable if request["what"] == "baseline" else _artifact_runnable
     runnable = maker(request)
+    phases.loaded()
+    if os.environ.get("EDGEKIT_TEST_LEAK"):
+        keep_everything(runnable)
     if request.get("synthetic_delay_ms"):
         runnable = _with_delay(runnable, float(request["synthetic_delay_ms"]))
     load_ms = (time.perf_counter() - started) * 1e3
@@ -145,6 +151,7 @@ def serve(request: dict[str, Any], reply: Any) -> None:
         guard.start()
         samples = timed_block(runnable.invoke, runnable.staged, command["runs"], runnable.sync)
         reading = guard.stop()
+        phases.ran(command["runs"])  # outside the timed block
         reply(
             {
                 "event": "block",
@@ -154,8 +161,13 @@ def serve(request: dict[str, Any], reply: Any) -> None:
                 "edgekit": None if reading is None else reading.edgekit,
             }
         )
+    phases.before_release()
     runnable.close()
-    reply({"event": "closed", "peak_rss_mb": peak_rss_mb()})
+    del runnable
+    memory = phases.released()
+    # VmHWM (since exec) where known: ru_maxrss keeps the parent's size from before the exec
+    peak = peak_rss_mb() if memory["process_peak_kb"] is None else memory["process_peak_kb"] / 1024
+    reply({"event": "closed", "peak_rss_mb": peak, "memory": memory})
 
 
 def predict(request: dict[str, Any]) -> dict[str, Any]:
@@ -209,6 +221,10 @@ def main() -> None:
     try:
         if request["mode"] == "serve":
             serve(request, reply)
+        elif request["mode"] == "memory":
+            from edgekit.worker.memory import probe
+
+            probe(request, _artifact_runnable, reply)
         else:
             reply(predict(request))
     except Exception as exc:  # reported as a failed row by the parent

@@ -102,6 +102,7 @@ class LatencyRecord:
     round_sessions: list[int] = field(default_factory=list)  # the session each round ran in
     block_runs: int | None = None
     peak_rss_mb: float | None = None
+    memory: dict[str, Any] | None = None  # the session's memory in parts (edgekit.measure.memory)
     size_bytes: int | None = None
     foreign_cpu: float | None = None
     steal: float | None = None
@@ -176,6 +177,7 @@ class BlockTimer:
     warm_ms: float = 1.0
     runtime: dict[str, Any]
     peak_rss_mb: float | None = None
+    memory: dict[str, Any] | None = None  # the session's phases in kB (edgekit.worker.memory)
 
     def block(self, runs: int) -> Block:
         raise NotImplementedError

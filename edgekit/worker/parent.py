@@ -6,6 +6,7 @@ lets the interleaver alternate several artifacts and the baseline."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import queue
@@ -212,9 +213,23 @@ class WorkerTimer(BlockTimer):
         self._closed = True
         self._worker.send({"cmd": "close"})
         with contextlib.suppress(EdgekitError):
-            self.peak_rss_mb = self._worker.receive(timeout_s=60).get("peak_rss_mb")
+            closed = self._worker.receive(timeout_s=60)
+            self.peak_rss_mb, self.memory = closed.get("peak_rss_mb"), closed.get("memory")
         self._worker.close()
         self._dir.cleanup()
+
+
+@functools.cache
+def trivial_fields(target: str) -> dict[str, Any]:
+    """A request's fields naming the target's trivial model, which the child loads first: the
+    runtime's memory floor (``edgekit.worker.memory``); None where the target ships none."""
+    from edgekit.artifacts.artifact import load_artifact
+    from edgekit.targets import get_target
+
+    path = get_target(target).trivial_model()
+    if path is None:
+        return {"trivial": None, "trivial_manifest": None}
+    return {"trivial": str(path), "trivial_manifest": load_artifact(path).manifest.to_dict()}
 
 
 def artifact_timer(
@@ -241,6 +256,7 @@ def artifact_timer(
         "session_options": session_options or {},
         "synthetic_delay_ms": synthetic_delay_ms,
         "manifest": artifact.manifest.to_dict(),  # the request is JSON
+        **trivial_fields(artifact.target),
     }
     return WorkerTimer(artifact.label, request, sample, timeout_s, command)
 

@@ -18,6 +18,7 @@ from edgekit.targets.base import (
     LayerErrors,
     OfficialRunner,
     OpTimes,
+    PlannedMemory,
     Target,
     TensorSpec,
 )
@@ -112,6 +113,11 @@ class ExecuTorchTarget(Target):
         from edgekit.targets.executorch.describe import describe
 
         return describe(Path(path))
+
+    def planned_memory(self, path: Path, details: dict[str, Any] | None = None) -> PlannedMemory:
+        from edgekit.targets.executorch.memory import planned_memory
+
+        return planned_memory(Path(path), details)
 
     def census(self, path: Path, manifest: Manifest | None = None) -> Census:
         from edgekit.targets.executorch.census import census

@@ -164,6 +164,7 @@ def lower(module: Any, example: Any, recipe: str) -> tuple[bytes, dict[str, Any]
     from executorch.exir import to_edge_transform_and_lower
 
     from edgekit.targets.executorch.debug_handles import handle_modules, instruction_handles
+    from edgekit.targets.executorch.plan import planned_bytes
 
     try:
         # a failing pass makes torch's fake-tensor logger print its whole traceback first, at
@@ -176,6 +177,8 @@ def lower(module: Any, example: Any, recipe: str) -> tuple[bytes, dict[str, Any]
         stats["debug_handles"] = handle_modules(edge, WRAPPER_PREFIX if recipe == "fp16" else "")
         executorch_program = edge.to_executorch()
         stats["instruction_handles"] = instruction_handles(executorch_program)
+        # the memory plan, kept so that a session's memory is explained without importing exir
+        stats["planned_memory_bytes"] = planned_bytes(executorch_program.executorch_program)
         buffer = executorch_program.buffer
     except Exception as exc:
         raise UnsupportedExport(

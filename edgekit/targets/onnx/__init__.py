@@ -21,6 +21,7 @@ from edgekit.targets.base import (
     LayerErrors,
     OfficialRunner,
     OpTimes,
+    PlannedMemory,
     Target,
     TensorSpec,
 )
@@ -155,6 +156,12 @@ class OnnxTarget(Target):
         from edgekit.targets.onnx.source import as_torch
 
         return as_torch(source, target)
+
+    def planned_memory(self, path: Path, details: dict[str, Any] | None = None) -> PlannedMemory:
+        return PlannedMemory(
+            None,
+            "onnxruntime 1.32's Python API does not report what its memory pattern plans",
+        )
 
     def census(self, path: Path, manifest: Manifest | None = None) -> Census:
         from edgekit.targets.onnx.census import census

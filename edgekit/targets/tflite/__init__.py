@@ -26,6 +26,7 @@ from edgekit.targets.base import (
     LayerErrors,
     OfficialRunner,
     OpTimes,
+    PlannedMemory,
     Target,
 )
 from edgekit.targets.knobs import Knob
@@ -57,10 +58,14 @@ class TFLiteTarget(Target):
     frameworks = ("torch", "keras")
     io_dtypes = ("float32", "int8")
     accelerators = (Accelerator.CPU, Accelerator.GPU)
-    session_options = ("xnnpack",)
+    session_options = ("xnnpack", "api")
     # the Interpreter's default XNNPACK delegate against LiteRT's builtin kernels; the Python
     # Interpreter of ai-edge-litert 2.3.0 takes no XNNPACK flags (fp16, weight cache)
-    tuning_knobs = (Knob("xnnpack", (True, False), "XNNPACK delegate or the builtin kernels"),)
+    tuning_knobs = (
+        Knob("xnnpack", (True, False), "XNNPACK delegate or the builtin kernels"),
+        Knob("api", ("interpreter", "compiled_model"), "the Interpreter or CompiledModel (CPU)",
+             requires={"xnnpack": True}),
+    )  # fmt: skip
     packages = (
         "ai-edge-litert",
         "litert-torch",
@@ -135,6 +140,18 @@ class TFLiteTarget(Target):
             ) from exc
 
     def runtime_code(self, file: str, options: dict[str, Any]) -> list[str]:
+        if options.get("api") == "compiled_model" and options["xnnpack"]:
+            return [
+                "from ai_edge_litert.compiled_model import CompiledModel",
+                "from ai_edge_litert.cpu_options import CpuOptions",
+                "from ai_edge_litert.hardware_accelerator import HardwareAccelerator",
+                "from ai_edge_litert.options import Options",
+                "model = CompiledModel.from_file(",
+                f'    "{file}", options=Options(hardware_accelerators=HardwareAccelerator.CPU,',
+                f"    cpu_options=CpuOptions(num_threads={options['threads']})))",
+                "// Android (Kotlin): CompiledModel.create(context.assets, "
+                f'"{file}", CompiledModel.Options(Accelerator.CPU), env)',
+            ]
         resolver = "AUTO" if options["xnnpack"] else "BUILTIN_WITHOUT_DEFAULT_DELEGATES"
         return [
             "from ai_edge_litert.interpreter import Interpreter, OpResolverType",
@@ -161,6 +178,11 @@ class TFLiteTarget(Target):
         from edgekit.targets.tflite.describe import describe
 
         return describe(Path(path))
+
+    def planned_memory(self, path: Path, details: dict[str, Any] | None = None) -> PlannedMemory:
+        return PlannedMemory(
+            None, "LiteRT 2.3.0's Python Interpreter does not report its arena's size"
+        )
 
     def census(self, path: Path, manifest: Manifest | None = None) -> Census:
         from edgekit.targets.tflite.census import census

@@ -1,5 +1,6 @@
-"""LiteRT sessions: the Interpreter on the CPU (XNNPACK by default, or the builtin kernels) and
-CompiledModel with the GPU accelerator. numpy and LiteRT only: the arm64 guest runs this file.
+"""LiteRT sessions: the Interpreter on the CPU (XNNPACK by default, or the builtin kernels), or
+CompiledModel on the CPU (``api="compiled_model"``, a tuned option), and CompiledModel with the
+GPU accelerator. numpy and LiteRT only: the arm64 guest runs this file.
 
 Device ``cpu`` is ``ai_edge_litert.interpreter.Interpreter`` whose default (AUTO) op resolver
 applies XNNPACK; ``xnnpack=False`` runs the builtin kernels instead (the path a phone takes
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.common.quiet import quiet_native
-from edgekit.errors import DeviceUnavailable, UserInputError
+from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
 from edgekit.targets.manifest import Manifest
 from edgekit.targets.session import Accelerator, Session, TensorSpec, dequantize, stage_input
 
@@ -197,26 +198,33 @@ def _gpu_reason(lines: list[str]) -> str:
 
 
 class CompiledModelSession(Session):
-    """LiteRT CompiledModel with the GPU accelerator; ops it can't take fall back to the CPU."""
+    """LiteRT CompiledModel: with the GPU accelerator (ops it can't take fall back to the CPU),
+    or on the CPU alone (``gpu=False``) with XNNPACK's kernels (ai-edge-litert's ``CpuOptions``;
+    its ``enable_ynnpack`` is refused by the 2.3.0 wheel on x86-64, so edgekit leaves it out)."""
 
-    def __init__(self, path: Path, manifest: Manifest, threads: int):
+    def __init__(self, path: Path, manifest: Manifest, threads: int, gpu: bool = True):
         try:
             from ai_edge_litert.compiled_model import CompiledModel
+            from ai_edge_litert.cpu_kernel_mode import CpuKernelMode
             from ai_edge_litert.cpu_options import CpuOptions
             from ai_edge_litert.hardware_accelerator import HardwareAccelerator
             from ai_edge_litert.options import Options
         except ImportError as exc:
-            raise DeviceUnavailable(f"tflite gpu: no LiteRT CompiledModel API: {exc}") from None
-        options = Options(
-            hardware_accelerators=HardwareAccelerator.GPU | HardwareAccelerator.CPU,
-            cpu_options=CpuOptions(num_threads=threads),
-        )
+            raise DeviceUnavailable(f"tflite: no LiteRT CompiledModel API: {exc}") from None
+        cpu = CpuOptions(num_threads=threads, kernel_mode=CpuKernelMode.DELEGATE)
+        accelerators = HardwareAccelerator.CPU
+        if gpu:
+            accelerators = HardwareAccelerator.GPU | HardwareAccelerator.CPU
+        options = Options(hardware_accelerators=accelerators, cpu_options=cpu)
         model = None
         with quiet_native() as log:
             try:
                 model = CompiledModel.from_file(str(path), options=options)
             except RuntimeError:
                 log.echo = False  # the reason goes into the exception instead
+        if model is None and not gpu:
+            raise EdgekitError(f"{path.name}: LiteRT's CompiledModel refused it on the CPU: "
+                               f"{(log.lines or ['no reason given'])[-1][:200]}")  # fmt: skip
         if model is None:
             raise DeviceUnavailable(_gpu_reason(log.lines))
         self._model = model
@@ -231,12 +239,14 @@ class CompiledModelSession(Session):
             self.invoke(np.zeros(self._input_spec.shape, self._input_spec.dtype))
         self.info = {
             "runtime": f"LiteRT CompiledModel (ai-edge-litert {_version('ai-edge-litert')})",
-            "delegate": "GPU (WebGPU)",
+            "delegate": "GPU (WebGPU)" if gpu else "XNNPACK",
             "delegate_applied": True,
             "fully_accelerated": model.is_fully_accelerated(),
             "threads": threads,
             "input_dtype": self._input_spec.dtype,
         }
+        if not gpu:
+            self.info["api"] = "compiled_model"
 
     def stage(self, sample: np.ndarray) -> np.ndarray:
         return stage_input(sample, self._input_spec)
@@ -267,8 +277,13 @@ def open_session(
     accelerator: Accelerator = Accelerator.CPU,
     threads: int = 1,
     xnnpack: bool = True,
+    api: str = "interpreter",
 ) -> Session:
-    """``xnnpack=False`` runs the builtin kernels without LiteRT's default delegate."""
+    """``xnnpack=False`` runs the builtin kernels without LiteRT's default delegate;
+    ``api="compiled_model"`` runs the CPU through LiteRT's CompiledModel (XNNPACK's kernels)
+    instead of the Interpreter."""
     if accelerator == Accelerator.GPU:
         return CompiledModelSession(Path(path), manifest, threads)
+    if api == "compiled_model" and xnnpack:
+        return CompiledModelSession(Path(path), manifest, threads, gpu=False)
     return InterpreterSession(Path(path), manifest, threads, xnnpack)

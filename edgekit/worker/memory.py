@@ -1,0 +1,138 @@
+"""A session's memory, phase by phase, in the child that holds it (a timing session, or the probe
+of ``mode: memory``): the process's resident memory
+before the runtime, with the target's trivial model loaded (the runtime's floor), after loading
+the artifact, at its peak while it invokes, sampled over many invokes (a leak is a slope), and
+after its session is released. Linux's /proc/self/status gives the resident set (VmRSS) and its
+high-water mark (VmHWM), which /proc/self/clear_refs resets, so each phase has its own peak."""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+import time
+from typing import Any
+
+STATUS = "/proc/self/status"
+
+
+def _status_kb(field: str) -> int | None:
+    try:
+        with open(STATUS) as status:
+            found = re.search(rf"^{field}:\s+(\d+) kB", status.read(), re.M)
+    except OSError:
+        return None
+    return int(found.group(1)) if found else None
+
+
+def rss_kb() -> int | None:
+    return _status_kb("VmRSS")
+
+
+def peak_kb() -> int | None:
+    return _status_kb("VmHWM")
+
+
+def reset_peak() -> bool:
+    """The high-water mark back to the current resident set (False where the kernel refuses)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def keep_everything(runnable: Any) -> None:
+    """A session that leaks on purpose (``EDGEKIT_TEST_LEAK``): it keeps a copy of every input
+    and output, as an app that never frees its results does."""
+    import numpy as np
+
+    kept: list[Any] = []
+    inner = runnable.invoke
+
+    def leaking(x: Any) -> Any:
+        result = inner(x)
+        kept.append((np.array(x, copy=True), np.array(result, copy=True)))
+        return result
+
+    runnable.invoke = leaking
+
+
+def runtime_floor(request: dict[str, Any], open_runnable: Any) -> int | None:
+    """The resident set (kB) with the runtime imported and its trivial model loaded and invoked
+    once, then released (None where the target ships no trivial model)."""
+    if not request.get("trivial"):
+        return None
+    try:
+        trivial = open_runnable({**request, "artifact": request["trivial"], "input": None,
+                                 "manifest": request["trivial_manifest"],
+                                 "session_options": {}})  # fmt: skip
+        trivial.invoke(trivial.staged)
+    except Exception:  # no floor then (the artifact's own session says what is wrong)
+        return None
+    floor = rss_kb()
+    trivial.close()
+    del trivial
+    gc.collect()
+    return floor
+
+
+class Phases:
+    """The figures (kB) of one session, phase by phase, as the child meets them."""
+
+    def __init__(self, request: dict[str, Any], open_runnable: Any) -> None:
+        self.figures: dict[str, Any] = {"start_kb": rss_kb()}
+        self.figures["floor_kb"] = runtime_floor(request, open_runnable)
+        self.figures["startup_peak_kb"] = peak_kb()  # since exec: the imports, the floor
+        self.figures["peak_resettable"] = reset_peak()
+        self.figures["before_load_kb"] = rss_kb()
+        self.samples: list[list[int | None]] = []
+        self.invokes = 0
+
+    def loaded(self) -> None:
+        """After the session opened: its size, and the load's own peak; the peak restarts."""
+        self.figures["loaded_kb"], self.figures["load_peak_kb"] = rss_kb(), peak_kb()
+        reset_peak()
+
+    def ran(self, invokes: int) -> None:
+        """After ``invokes`` more invokes: one sample of the resident set."""
+        self.invokes += invokes
+        self.samples.append([self.invokes, rss_kb()])
+
+    def before_release(self) -> None:
+        self.figures["invoke_peak_kb"] = peak_kb()
+
+    def released(self) -> dict[str, Any]:
+        gc.collect()
+        peaks = [self.figures.get(k) for k in ("startup_peak_kb", "load_peak_kb", "invoke_peak_kb")]
+        known = [peak for peak in peaks if peak is not None]
+        return {**self.figures, "process_peak_kb": max(known) if known else None,
+                "released_kb": rss_kb(), "samples": self.samples}  # fmt: skip
+
+
+def probe(request: dict[str, Any], open_runnable: Any, reply: Any) -> None:
+    """Every phase's figure (kB) in one reply, over as many invokes as fit in
+    ``request["seconds"]`` (at most ``invokes``, sampled at ``points`` moments).
+    ``open_runnable(request)`` opens a session as the timing children do; ``request["trivial"]``
+    names the target's trivial model, if it has one."""
+    phases = Phases(request, open_runnable)
+    runnable = open_runnable(request)
+    phases.loaded()
+    if os.environ.get("EDGEKIT_TEST_LEAK"):
+        keep_everything(runnable)
+    started = time.perf_counter()
+    for _ in range(max(1, request["warmup"])):
+        runnable.invoke(runnable.staged)
+    per_invoke = (time.perf_counter() - started) / max(1, request["warmup"])
+    phases.ran(max(1, request["warmup"]))
+    count = int(min(request["invokes"], max(request["points"], request["seconds"] / per_invoke)))
+    step = max(1, count // request["points"])
+    for _ in range(count // step):
+        for _ in range(step):
+            runnable.invoke(runnable.staged)
+        phases.ran(step)
+    phases.before_release()
+    runnable.close()
+    del runnable
+    reply({"event": "memory", **phases.released()})
