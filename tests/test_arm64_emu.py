@@ -315,6 +315,13 @@ def test_emulated_latency_is_labelled_and_a_crash_does_not_stop_the_rest(
     runtime = record["runtime"]
     assert runtime["cpu_model"] == "cortex-a53" and runtime["cpu_part"] == "0xd03"
     assert runtime["machine"] == "aarch64"
+    # the guest tells its memory too, in the same parts, and says whose process it measured
+    memory = record["memory"]
+    assert memory["status"] == "ok" and memory["floor_mb"] > 10 and memory["model_mb"] > 0
+    assert memory["model_mb"] == pytest.approx(
+        memory["file_mb"] + (memory["planned_mb"] or 0) + memory["residual_mb"]
+    )
+    assert any("QEMU's user-mode process" in note for note in memory["notes"])
 
 
 @pytest.mark.arm64

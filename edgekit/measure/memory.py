@@ -95,7 +95,9 @@ def measure_memory(
     resident set over as many invokes as fit in ``seconds`` (at most ``invokes``, sampled at
     ``points`` moments). ``bench`` gets the same parts from its timing sessions."""
     if not device.tells_memory:
-        return cannot_tell(artifact.label, device.name, threads)
+        return cannot_tell(artifact.label, device.name, threads,
+                           f"{device.name}: edgekit's memory probe runs on the host's devices "
+                           "(bench reports what a device's own sessions tell)")  # fmt: skip
     request = {
         "mode": "memory",
         "what": "artifact",
@@ -124,8 +126,8 @@ def measure_memory(
                          artifact.target)  # fmt: skip
 
 
-def cannot_tell(label: str, device: str, threads: int) -> MemoryRecord:
-    why = f"{device} cannot tell memory in this edgekit (the host CPU can)"
+def cannot_tell(label: str, device: str, threads: int, why: str | None = None) -> MemoryRecord:
+    why = why or f"{device} cannot tell memory in this edgekit (the host CPU can)"
     return MemoryRecord(label, device, threads, "unavailable", why)
 
 
@@ -164,6 +166,8 @@ def memory_record(label: str, device: str, threads: int, figures: dict[str, Any]
     stat = Path(path).stat()
     planned, source = _planned(str(path), target, stat.st_size, stat.st_mtime)
     _parts(record, figures, stat.st_size, planned, source, timing_session)
+    if figures.get("note"):  # where the figures come from, when not a plain process
+        record.notes.append(str(figures["note"]))
     if figures.get("floor_kb") is None:
         record.notes.append(f"no trivial {target} model loaded here (none shipped, or it "
                             "failed): the floor is the process before the file loaded")  # fmt: skip

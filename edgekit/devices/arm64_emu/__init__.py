@@ -36,7 +36,7 @@ from edgekit.devices.base import Device, DeviceTraits
 from edgekit.errors import DeviceUnavailable
 from edgekit.targets import get_target
 from edgekit.worker.latency import BlockTimer, Protocol
-from edgekit.worker.parent import WorkerProcess, WorkerTimer
+from edgekit.worker.parent import WorkerProcess, WorkerTimer, trivial_fields
 
 TIMEOUT_S = 900.0
 
@@ -147,7 +147,7 @@ class Arm64EmuDevice(Device):
         script_dir = guest_tree(target.session_module, Path(tree.name) / "tree").parent
         command, env = guest_command(emulator, land, cpu, script_dir)
         request = request_for(artifact, target.session_module, threads, self._options(artifact))
-        request["warmup"] = protocol.warmup
+        request.update(warmup=protocol.warmup, **trivial_fields(artifact.target))
         timer = GuestTimer(
             tree, artifact.label, request, sample, timeout_s=max(timeout_s, TIMEOUT_S),
             command=command, env=env,

@@ -278,6 +278,7 @@ GUEST_MODULES = (
     "edgekit.worker.loop",
     "edgekit.targets.session",
     "edgekit.targets.manifest",
+    "edgekit.worker.memory",
 )
 
 

@@ -11,6 +11,7 @@ import platform
 import resource
 import sys
 import time
+from types import ModuleType
 
 import numpy as np
 
@@ -35,6 +36,27 @@ def cpu_facts() -> dict:
     return {"cpu_part": facts.get("CPU part", "?"), "cpu_features": facts.get("Features", "?")}
 
 
+# what /proc/self/status shows in QEMU's user mode: the emulator's process, the guest inside it
+QEMU_NOTE = (
+    "measured in QEMU's user-mode process: the guest's memory and QEMU's own (its "
+    "translated code), whose share the floor's trivial model mostly takes out"
+)
+
+
+class _Opened:
+    """The target's trivial model open in the guest, as ``edgekit.worker.memory`` opens one."""
+
+    def __init__(self, module: ModuleType, request: dict) -> None:
+        manifest = Manifest(request["manifest"])
+        self.session = module.open_session(request["artifact"], manifest,
+                                           Accelerator(request["accelerator"]), 1)  # fmt: skip
+        self.staged = self.session.stage_raw(random_inputs(manifest.inputs))
+        self.invoke = self.session.invoke
+
+    def close(self) -> None:
+        self.session.close()
+
+
 def main() -> None:
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
@@ -49,8 +71,13 @@ def main() -> None:
 
         ctypes.string_at(0)
     try:
-        started = time.perf_counter()
         module = importlib.import_module(request["session_module"])
+        phases = None
+        if request["mode"] != "predict":  # the runtime's floor first, as the host's worker does
+            from edgekit.worker.memory import Phases
+
+            phases = Phases(request, lambda trivial: _Opened(module, trivial))
+        started = time.perf_counter()
         manifest = Manifest(request["manifest"])
         session = module.open_session(
             request["artifact"],
@@ -60,6 +87,8 @@ def main() -> None:
             **request.get("session_options", {}),
         )
         load_ms = (time.perf_counter() - started) * 1e3
+        if phases is not None:
+            phases.loaded()
         runtime = dict(
             session.info,
             machine=platform.machine(),
@@ -85,9 +114,16 @@ def main() -> None:
             if command["cmd"] == "close":
                 break
             samples = timed_block(session.invoke, staged, command["runs"])
+            phases.ran(command["runs"])
             reply({"event": "block", "samples_ms": samples, "foreign": None, "steal": None})
+        phases.before_release()
+        session.close()
+        del session
+        memory = dict(phases.released(), note=QEMU_NOTE)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-        reply({"event": "closed", "peak_rss_mb": rss})
+        if memory["process_peak_kb"] is not None:
+            rss = memory["process_peak_kb"] / 1024.0
+        reply({"event": "closed", "peak_rss_mb": rss, "memory": memory})
     except Exception as exc:  # a failed row with the reason, not a traceback
         message = str(exc).splitlines()[0] if str(exc) else ""
         reply({"event": "error", "error": f"{type(exc).__name__}: {message}"})
