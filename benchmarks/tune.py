@@ -47,9 +47,7 @@ def verdict_of(row: dict) -> str:
 
 
 def options_text(row: dict) -> str:
-    shown = row["changed"] or {
-        k: v for k, v in (row["rejected"] or {}).items() if row["default"].get(k) != v
-    }
+    shown = row["changed"] or row.get("tied") or {}
     text = ", ".join(f"{k}={v}" for k, v in shown.items()) or "the defaults"
     return text + (" (tied, not kept)" if row["rejected"] else "")
 

@@ -99,6 +99,7 @@ def test_a_winner_that_ties_the_default_at_the_end_is_sent_back_and_kept_on_reco
     tuned = search("f.onnx", DEFAULT, stages((), 2), open_timer, PLAN, QUIET, 60.0)
     assert tuned.rejected == DEFAULT | {"threads": 2} and tuned.final == "tie"
     assert tuned.best == DEFAULT and tuned.changed == {}
+    assert tuned.tied == {"threads": 2} and tuned.to_dict()["tied"] == {"threads": 2}
     assert tuned.interval[0] <= 1.0 <= tuned.interval[1]
 
 

@@ -83,7 +83,7 @@ def tune(
                           f"{_interval(tuned.ratio, tuned.interval)}, p50 "
                           f"{tuned.default_p50_ms:.3f} -> {tuned.best_p50_ms:.3f} ms")  # fmt: skip
         elif tuned.rejected is not None:
-            winner = {k: v for k, v in tuned.rejected.items() if tuned.default.get(k) != v}
+            winner = tuned.tied
             console.print(f"best: {start}; the stages' winner {winner} against it at the end: "
                           f"{tuned.final} {_interval(tuned.ratio, tuned.interval)}")  # fmt: skip
         else:

@@ -48,10 +48,7 @@ def tuning_row(record: dict[str, Any]) -> list[str]:
     compared = "-"
     if ratio is not None and interval is not None:
         compared = f"{ratio:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
-    # a final tie keeps the default; the options that tied are the rejected ones
-    shown = record.get("changed") or {
-        k: v for k, v in (record.get("rejected") or {}).items() if record["default"].get(k) != v
-    }
+    shown = record.get("changed") or record.get("tied") or {}  # a final tie keeps the default
     return [record["label"], record["device"], _ms(record.get("default_p50_ms")),
             _ms(record.get("best_p50_ms")), compared, _verdict(record),
             _options(shown)]  # fmt: skip

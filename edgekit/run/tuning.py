@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from edgekit.artifacts.artifact import Artifact, manifest_path
+from edgekit.artifacts.artifact import Artifact
 from edgekit.artifacts.runtime_options import tuned_threads
-from edgekit.common.fileio import write_json_atomic
 from edgekit.devices import device_class
-from edgekit.errors import EdgekitError
+from edgekit.errors import EdgekitError, first_line
 from edgekit.run.config import RunConfig
 from edgekit.targets import get_target
 from edgekit.worker.latency import NoiseGuard
@@ -35,7 +34,7 @@ def tune_phase(
     -> its artifacts and failed rows) is updated in place with the tuned artifacts. A file
     tuned here before (a resumed run's) keeps its options. Returns one record per artifact and
     device: the search's result, or why it failed (the artifact then runs untuned)."""
-    from edgekit.tune.api import tune_artifacts, tuned_manifest
+    from edgekit.tune.api import tune_artifacts
 
     records: list[dict[str, Any]] = []
     for device in tunable_devices(devices):
@@ -51,16 +50,15 @@ def tune_phase(
         for spec, index, artifact in wanted:
             say(f"tune {artifact.label} on {device}")
             try:
+                # a file given as it is has no manifest of edgekit's: tuned in memory only
                 [outcome] = tune_artifacts([artifact], device=device, budget_s=share,
                                            guard=NoiseGuard(enabled=config.noise_guard),
-                                           timeout_s=config.timeout, write=False)  # fmt: skip
+                                           timeout_s=config.timeout,
+                                           write=not artifact.foreign)  # fmt: skip
             except EdgekitError as exc:
-                error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                error = first_line(exc) or type(exc).__name__
                 records.append({"label": artifact.label, "device": device, "error": error})
                 continue
-            tuned = Artifact(artifact.path, tuned_manifest(artifact, outcome.tuned, device))
-            if not artifact.foreign:  # a file given as it is has no manifest of edgekit's
-                write_json_atomic(manifest_path(artifact.path), tuned.manifest.to_dict())
-            made[spec][0][index] = tuned
+            made[spec][0][index] = outcome.tuned_artifact
             records.append({"label": artifact.label, "device": device, **outcome.tuned.to_dict()})
     return records

@@ -31,6 +31,12 @@ class TuneOutcome:
     artifact: Artifact
     tuned: Tuned
     written: bool
+    manifest: Manifest  # the artifact's manifest with the winner: what was (or would be) written
+
+    @property
+    def tuned_artifact(self) -> Artifact:
+        """The file as later sessions on the tuned device open it."""
+        return Artifact(self.artifact.path, self.manifest)
 
 
 def usable_cores() -> int:
@@ -100,9 +106,10 @@ def tune_artifacts(
 
         tuned = search(artifact.label, default, knobs, open_timer, protocol,
                        guard or NoiseGuard(), budget_s / len(plans), progress)  # fmt: skip
+        manifest = tuned_manifest(artifact, tuned, device)
         if write:
-            _write(artifact, tuned, device)
-        outcomes.append(TuneOutcome(artifact, tuned, write))
+            write_json_atomic(manifest_path(artifact.path), manifest.to_dict())
+        outcomes.append(TuneOutcome(artifact, tuned, write, manifest))
     return outcomes
 
 
@@ -112,12 +119,6 @@ def _configured(artifact: Artifact, options: dict[str, Any], device: str) -> Art
     tuned = {"device": device, "cpu_model": cpu_model()}
     manifest = artifact.manifest.replace(runtime_options=options, tuned=tuned)
     return Artifact(artifact.path, manifest)
-
-
-def _write(artifact: Artifact, tuned: Tuned, device: str) -> None:
-    write_json_atomic(
-        manifest_path(artifact.path), tuned_manifest(artifact, tuned, device).to_dict()
-    )
 
 
 def tuned_manifest(artifact: Artifact, tuned: Tuned, device: str) -> Manifest:

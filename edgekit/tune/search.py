@@ -63,8 +63,13 @@ class Tuned:
     def changed(self) -> dict[str, Any]:
         return {k: v for k, v in self.best.items() if self.default.get(k) != v}
 
+    @property
+    def tied(self) -> dict[str, Any]:
+        """What the stages' winner changed, where a final tie sent it back ({} otherwise)."""
+        return {k: v for k, v in (self.rejected or {}).items() if self.default.get(k) != v}
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"changed": self.changed}
+        return asdict(self) | {"changed": self.changed, "tied": self.tied}
 
 
 def verdict(interval: tuple[float, float]) -> str:
