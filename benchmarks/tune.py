@@ -30,10 +30,10 @@ def tune_row(artifact, threads: int, budget_s: float, log) -> dict:
                                guard=NoiseGuard(), progress=log)  # fmt: skip
     tuned = outcome.tuned
     row = {"artifact": artifact.label, "threads": threads, **tuned.to_dict()}
-    if tuned.default_p50_ms is None:  # nothing to search at a fixed count (ExecuTorch): its p50
+    row["nothing_to_search"] = not tuned.trials  # at a fixed count, ExecuTorch has no option
+    if tuned.default_p50_ms is None:  # the final run failed: one bench of the default
         bench = bench_artifact(artifact, device="cpu", threads=threads, protocol=TUNE_PROTOCOL)
         row["default_p50_ms"] = row["best_p50_ms"] = bench.stats["p50_ms"]
-        row["nothing_to_search"] = True
     return row
 
 
@@ -130,6 +130,13 @@ def main() -> None:
 
 def write_page(recorded: dict) -> None:
     rows, budget_s = recorded["rows"], recorded["budget_s"]
+    # rows recorded before tune's final run went into three sessions (and measured a default
+    # that won every stage) are described as they were made
+    sessions = any("default_p50_interval" in row for row in rows)
+    alone = ("its p50 in the final run, where it ran alone in three sessions" if sessions
+             else "its p50 in the first stage, ExecuTorch's one bench of the default")  # fmt: skip
+    final = ("in three sessions, with its 95 % interval from their spread" if sessions
+             else "with its 95 % interval widened by the incumbent's own band")  # fmt: skip
     lines = header(
         "Each runtime's default against its fastest configuration",
         f"python benchmarks/tune.py --budget-s {budget_s:g}",
@@ -137,12 +144,12 @@ def write_page(recorded: dict) -> None:
             "- each row: `edgekit tune --threads N` of one file (random weights), the thread "
             "count fixed and every runtime option searched at it, stage by stage, interleaved "
             "with two sessions of the incumbent; best/default is the stages' winner over the "
-            "start in one more interleaved comparison, with its 95 % interval widened by the "
-            "incumbent's own band. A winner is kept only where that interval lies below 1.",
+            f"start in one more interleaved comparison, {final}. A winner is kept only where "
+            "that interval lies below 1.",
             f"- {budget_s:g} s per file and thread count; options the budget left out are "
-            "named. Where the default won every stage, both p50s are its p50 in the first stage "
-            "(no ratio); ExecuTorch 1.5.1 exposes only its threadpool to Python, so its rows are "
-            "one bench of the default.",
+            f"named. Where the default won every stage, both p50s are {alone}, with no ratio; "
+            "ExecuTorch 1.5.1 exposes only its threadpool to Python, so at a fixed thread count "
+            "it has nothing to search.",
             "",
             *summary(rows),
         ],

@@ -1,7 +1,11 @@
 """A stand-in ``adb`` (no emulator runs on this machine): it lists one device, answers getprop,
 accepts pushes and prints a runner's recorded output; while the file ``ADB_RUNNER_HOLD``
-names exists, the runner holds (at most 2 minutes), as a phone still benchmarking does. Used by
-the android and cluster tests."""
+names exists, the runner holds (at most 2 minutes), as a phone still benchmarking does. While a
+run goes on, ``pidof`` names its process (its own pid, a file in ``ADB_RUNNING``) and
+``dumpsys meminfo PID`` prints a recorded reading of it; the run outlives its first reading (at
+most 2 s, and not while another run goes on), as a phone's run of a second outlives one.
+``ADB_DUMPSYS_FAILS`` makes dumpsys fail with that message, ``ADB_RUNNER_GONE`` answers as for
+a process that has exited. Used by the android and cluster tests."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from pathlib import Path
 DATA = Path(__file__).parent / "data"
 
 STAND_IN_ADB = """#!{python}
-import json, os, sys, time
+import json, os, re, sys, time
 args = sys.argv[1:]
 with open(os.environ["ADB_LOG"], "a") as log:
     log.write(json.dumps(args) + "\\n")
@@ -25,18 +29,50 @@ if verb == "push":
     print("1 file pushed")
 elif verb == "shell":
     command = rest[0]
+    running = os.environ["ADB_RUNNING"]
     if command.startswith("getprop"):
         print({{"ro.product.cpu.abi": "arm64-v8a", "ro.build.version.release": "15",
                "ro.product.model": "sdk_gphone64_arm64"}}[command.split()[1]])
-    elif "{runner}" in command:
-        hold = os.environ.get("ADB_RUNNER_HOLD")
-        waited = 0
-        while hold and os.path.exists(hold) and waited < 2400:  # a phone still benchmarking
-            time.sleep(0.05)
-            waited += 1
-        if os.environ.get("ADB_RUNNER_FAILS"):
-            print("ERROR: could not load model", file=sys.stderr)
-            sys.exit(1)
+    elif command.startswith("pidof "):
+        pids = [name for name in os.listdir(running) if name.isdigit()]
+        if not pids:
+            sys.exit(1)  # toybox's pidof: nothing printed, status 1
+        print(" ".join(pids))
+    elif command.startswith("dumpsys meminfo "):
+        pid = command.split()[-1]
+        try:
+            if os.environ.get("ADB_DUMPSYS_FAILS"):
+                print(os.environ["ADB_DUMPSYS_FAILS"], file=sys.stderr)
+                sys.exit(1)
+            if os.environ.get("ADB_RUNNER_GONE") or not os.path.exists(f"{{running}}/{{pid}}"):
+                print(f"No process found for: {{pid}}")
+            else:
+                recorded = open(os.environ["ADB_DUMPSYS_OUTPUT"]).read()
+                print(re.sub(r"MEMINFO in pid \\d+", f"MEMINFO in pid {{pid}}", recorded))
+        finally:
+            open(f"{{running}}/{{pid}}.read", "w").close()
+    elif command.split()[0].endswith("{runner}"):
+        me = f"{{running}}/{{os.getpid()}}"
+        open(me, "w").close()
+        try:
+            hold = os.environ.get("ADB_RUNNER_HOLD")
+            waited = 0
+            while hold and os.path.exists(hold) and waited < 2400:  # a phone still benchmarking
+                time.sleep(0.05)
+                waited += 1
+            if os.environ.get("ADB_RUNNER_FAILS"):
+                print("ERROR: could not load model", file=sys.stderr)
+                sys.exit(1)
+            waited = 0
+            while not os.path.exists(me + ".read") and waited < 200:  # outlives one reading
+                if sum(name.isdigit() for name in os.listdir(running)) > 1:
+                    break  # runs at once (the cluster's tests): edgekit reads none of them
+                time.sleep(0.01)
+                waited += 1
+        finally:
+            for path in (me, me + ".read"):
+                if os.path.exists(path):
+                    os.remove(path)
         print(open(os.environ["ADB_RUNNER_OUTPUT"]).read())
 """
 
@@ -54,6 +90,8 @@ def stand_in_adb_env(folder: Path, serial: str = "emulator-5554") -> dict[str, s
     devices.write_text(
         f"{serial}          device product:sdk_gphone64_arm64 model:sdk_gphone64 transport_id:1"
     )
+    running = folder / "running"
+    running.mkdir(exist_ok=True)
     return {
         "PATH_PREFIX": str(bin_dir),
         "ADB_LOG": str(folder / "adb.log"),
@@ -61,4 +99,6 @@ def stand_in_adb_env(folder: Path, serial: str = "emulator-5554") -> dict[str, s
         "ADB_RUNNER_OUTPUT": str(DATA / "benchmark_model.txt"),
         "EDGEKIT_BENCHMARK_MODEL": str(runner),
         "ADB_RUNNER_HOLD": str(folder / "hold"),
+        "ADB_RUNNING": str(running),
+        "ADB_DUMPSYS_OUTPUT": str(DATA / "dumpsys_meminfo_benchmark_model.txt"),
     }

@@ -111,13 +111,13 @@ def test_a_device_that_cannot_tell_says_so_in_one_line(capsys):
     from edgekit.measure.bench import session_memory
 
     records = []
-    for label in ("tflite/fp32", "onnx/fp32"):
-        record = LatencyRecord(label, "android", 1, "ok", artifact="m.tflite", target="tflite")
-        record.memory = session_memory(record, None)  # the runner sent no figures
+    for label in ("tflite/fp32", "onnx/fp32"):  # a plugin's board whose sessions send no figures
+        record = LatencyRecord(label, "my-board", 1, "ok", artifact="m.tflite", target="tflite")
+        record.memory = session_memory(record, None)
         records.append(record)
     views.memory(records)
     lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
-    assert lines == ["memory: android cannot tell memory in this edgekit (the host CPU can)"]
+    assert lines == ["memory: my-board cannot tell memory in this edgekit (the host CPU can)"]
 
 
 def _check(capsys, *args):

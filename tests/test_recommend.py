@@ -465,3 +465,22 @@ def test_a_row_without_a_size_ties_with_an_empty_file_and_the_smaller_p50_wins()
     unknown = measured_row("tflite", "int8", [1.00, 1.05, 0.97, 1.03, 1.01], 0.1, 0.5, size=None)
     empty = measured_row("onnx", "int8", [0.99, 0.98, 1.04, 0.99, 1.00], 0.1, 0.5, size=0)
     assert recommend(interleaved(unknown, empty), max_drop=1.0).best is empty
+
+
+@pytest.mark.parametrize(
+    ("memory", "said"),
+    [
+        ({"status": "ok", "process_peak_mb": 125.4, "model_mb": 1.23},
+         ", memory: process peak 125 MB, the model's own 1.2 MB"),
+        ({"status": "ok", "process_peak_mb": 12.0, "model_mb": None},  # a phone: no share
+         ", memory: process peak 12 MB"),
+        ({"status": "unavailable", "process_peak_mb": None}, ""),
+        (None, ""),
+    ],
+)  # fmt: skip
+def test_the_recommendation_names_the_memory_of_what_it_recommends(memory, said):
+    best = measured_row("tflite", "int8", FAST, 0.0, 0.0)
+    best.memory = memory
+    advice = recommend(interleaved(best), max_drop=1.0)
+    assert advice.best is best
+    assert advice.summary.endswith(f"<= 1){said}")

@@ -61,6 +61,9 @@ def test_a_run_measures_the_matrix_and_writes_its_report_and_history(capsys, tmp
         assert row["speedup_ci"][0] <= row["speedup"] <= row["speedup_ci"][1]
         assert "baseline/fp32" in row["interleaved_with"] and row["fingerprint"]["id"]
     assert summary["recommendation"].startswith("onnx/")
+    # beside its speed and drop, what the recommended file needs in memory
+    assert re.search(r", memory: process peak \d+ MB, the model's own -?[\d.]+ MB$",
+                     summary["recommendation"]), summary["recommendation"]  # fmt: skip
     # the per-layer section: both artifacts profiled on the host CPU, named by module path
     profiles = {p["label"]: p for p in results["run"]["profiles"]}
     assert set(profiles) == {"onnx/fp32", "onnx/int8"}

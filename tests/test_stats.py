@@ -318,3 +318,21 @@ def test_a_median_interval_of_no_rounds_is_nan_and_of_one_round_is_that_round():
 def test_two_rounds_that_differ_have_a_median_interval_spanning_both():
     # resampled medians of two rounds are 1.0, 1.5 or 2.0; the 2.5 % and 97.5 % ones are the ends
     assert median_interval([1.0, 2.0]) == (1.0, 2.0)
+
+
+def test_session_prediction_pools_each_sides_spread_and_widens_with_fewer_sessions():
+    import math
+
+    from edgekit.common.stats import session_prediction
+
+    # one side, three sessions 10 % apart: s = log 1.1, df 2, t = 4.303
+    low, high = session_prediction([[1.0, 1.1, 1.21]], sessions=3)
+    half = 4.302653 * math.log(1.1) * math.sqrt(1 + 1 / 3)
+    assert math.log(high) == pytest.approx(half, rel=1e-4)
+    assert low == pytest.approx(1 / high)
+    # a second side with the same spread: more degrees of freedom, a narrower interval
+    pooled = session_prediction([[1.0, 1.1, 1.21], [2.0, 2.2, 2.42]], sessions=3)
+    assert pooled[1] < high
+    # a side's level does not count, only its spread about its own mean
+    assert session_prediction([[1.0, 1.1, 1.21], [5.0, 5.5, 6.05]], sessions=3) == pooled
+    assert session_prediction([[1.0], [2.0]], sessions=1) is None  # no spread to see

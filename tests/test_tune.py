@@ -121,6 +121,19 @@ def test_tune_writes_the_winner_into_the_manifest(capsys, export_digits, tmp_pat
     assert manifest["tuned"]["final"] == tuned["final"]
     if tuned["final"] is not None:  # the stages' winner was compared with the start
         assert (tuned["final"] == "faster") == (tuned["best"] != DEFAULTS)
+    # what the chosen options measured, and where another session's p50 should fall
+    low, high = manifest["tuned"]["p50_interval_ms"]
+    assert low < manifest["tuned"]["p50_ms"] < high
+    record, _ = _bench(capsys, path)  # a later session of the tuned file says where it fell
+    assert record["threads"] == tuned["best"]["threads"]
+    assert record["tuned_p50"]["interval_ms"] == [low, high]
+    assert record["tuned_p50"]["within"] == (low <= record["stats"]["p50_ms"] <= high)
+    printed = run_cli(capsys, "bench", str(path), "--rounds", "3", "--min-seconds", "0.1",
+                      "--no-baseline", "--no-noise-guard")  # fmt: skip
+    assert f"[{low:.3f}, {high:.3f}]" in printed.out
+    assert ("within tune's" in printed.out) != ("outside tune's" in printed.out)
+    default, _ = _bench(capsys, path, "--runtime-options", "default")
+    assert default["tuned_p50"] is None  # the default options: tune's figure is not theirs
 
 
 def test_tune_only_one_option_keeps_the_others_and_prints_the_code_for_the_app(

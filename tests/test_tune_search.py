@@ -43,6 +43,7 @@ def scripted(speed, refuse=lambda options: None):
         if reason:
             raise EdgekitError(reason)
         opened.append(Scripted(speed(options), len(opened)))
+        opened[-1].options = options
         return opened[-1]
 
     return open_timer, opened
@@ -69,12 +70,18 @@ def test_each_stage_keeps_only_what_its_interval_says_is_faster():
     assert all(timer.closed for timer in opened)
 
 
-def test_a_tie_everywhere_keeps_the_default_and_compares_nothing_more():
+def test_a_tie_everywhere_keeps_the_default_and_measures_only_it_at_the_end():
     open_timer, opened = scripted(lambda options: 1.0)
     tuned = search("f.onnx", DEFAULT, stages((MODE,), 2), open_timer, PLAN, QUIET, 60.0)
     assert tuned.best == DEFAULT and tuned.changed == {} and tuned.ratio is None
     assert tuned.final is None and tuned.rejected is None
-    assert len(opened) == 6  # two stages of two incumbent sessions + one candidate; no final
+    # two stages of two incumbent sessions + one candidate; then the start's two sides alone
+    assert len(opened) == 8 and all(timer.options == DEFAULT for timer in opened[-2:])
+    low, high = tuned.best_p50_interval
+    assert low < tuned.best_p50_ms < high and tuned.written_p50 == (
+        tuned.best_p50_ms,
+        tuned.best_p50_interval,
+    )
 
 
 def test_a_default_that_wins_every_stage_is_reported_with_its_own_p50_on_both_sides():
@@ -85,7 +92,9 @@ def test_a_default_that_wins_every_stage_is_reported_with_its_own_p50_on_both_si
     for trial in tuned.trials:  # each candidate's p50 beside its incumbent's
         assert trial.p50_ms == pytest.approx(1.5, rel=0.05)
         assert trial.incumbent_p50_ms == pytest.approx(1.0, rel=0.05)
-    assert tuned.default_p50_ms == tuned.best_p50_ms == tuned.trials[0].incumbent_p50_ms
+    # both are the start's p50 in the final run, with where another session's should fall
+    assert tuned.default_p50_ms == tuned.best_p50_ms == pytest.approx(1.0, rel=0.05)
+    assert tuned.default_p50_interval == tuned.best_p50_interval
 
 
 def test_a_winner_that_ties_the_default_at_the_end_is_sent_back_and_kept_on_record():
@@ -101,6 +110,9 @@ def test_a_winner_that_ties_the_default_at_the_end_is_sent_back_and_kept_on_reco
     assert tuned.best == DEFAULT and tuned.changed == {}
     assert tuned.tied == {"threads": 2} and tuned.to_dict()["tied"] == {"threads": 2}
     assert tuned.interval[0] <= 1.0 <= tuned.interval[1]
+    # what is written is the start: its p50 is the one a later session is held to
+    assert tuned.written_p50 == (tuned.default_p50_ms, tuned.default_p50_interval)
+    assert tuned.best_p50_ms != tuned.default_p50_ms
 
 
 def test_the_incumbents_two_sessions_widen_every_interval():
@@ -180,7 +192,8 @@ def test_a_value_brings_the_options_it_needs():
     open_timer, _ = scripted(lambda options: asked.append(options) or 1.0)
     search("f.onnx", DEFAULT | {"helpers": 1}, [fancy], open_timer, PLAN, QUIET, 60.0)
     assert [(o["mode"], o["helpers"]) for o in asked] == [("plain", 1), ("plain", 1),
-                                                          ("fancy", 2)]  # fmt: skip
+                                                          ("fancy", 2),  # the stage
+                                                          ("plain", 1), ("plain", 1)]  # fmt: skip
 
 
 def test_faster_only_below_one_slower_only_above():
@@ -317,7 +330,8 @@ def test_a_knob_with_one_value_or_not_applying_opens_nothing_and_the_next_still_
     open_timer, opened = scripted(lambda options: 1.0)
     tuned = search("f.onnx", DEFAULT | {"solo": "only", "later": 1}, [solo, later, MODE],
                    open_timer, PLAN, QUIET, 60.0)  # fmt: skip
-    assert [t.knob for t in tuned.trials] == ["mode"] and len(opened) == 3
+    assert [t.knob for t in tuned.trials] == ["mode"]
+    assert len(opened) == 3 + 2  # the one stage; the start's two sides at the end
 
 
 def test_elapsed_is_the_time_the_search_took():
@@ -326,3 +340,63 @@ def test_elapsed_is_the_time_the_search_took():
     tuned = search("f.onnx", DEFAULT, [MODE], open_timer, PLAN, QUIET, 60.0,
                    clock=lambda: next(ticks))  # fmt: skip
     assert tuned.elapsed_s == 30 and tuned.budget_s == 60.0  # four looks at the clock
+
+
+class Drifting(Scripted):
+    """A session whose process landed ``landing`` off (each reopen lands anew), on a machine
+    whose speed moves by ``drift`` from one session to the next."""
+
+    def __init__(self, ms: float, seed: int, drift: float) -> None:
+        super().__init__(ms, seed)
+        self.drift = drift
+        self.ms = ms * (1.0 + self._rng.normal(0.0, drift))
+
+    def reopen(self) -> Drifting:
+        self.close()
+        return Drifting(self.ms, int(self._rng.integers(1 << 30)), self.drift)
+
+
+@pytest.mark.parametrize("drift", [0.003, 0.01])
+def test_the_p50_interval_covers_each_session_and_widens_with_the_drift_between_them(drift):
+    seeds = iter(range(1000))
+    widths = {}
+    for spread in (drift, drift * 4):
+
+        def open_timer(options, spread=spread):
+            return Drifting(0.6 if options["threads"] == 2 else 1.0, next(seeds), spread)
+
+        tuned = search("f.onnx", DEFAULT, stages((), 2), open_timer, PLAN, QUIET, 60.0)
+        assert tuned.final == "faster" and tuned.best["threads"] == 2
+        low, high = tuned.best_p50_interval
+        assert low < tuned.best_p50_ms < high
+        widths[spread] = high / low
+    assert widths[drift * 4] > widths[drift]
+
+
+def test_final_runs_in_sessions_of_at_least_two_rounds():
+    from edgekit.tune.search import FINAL_SESSIONS, final_protocol
+
+    final = final_protocol(Protocol(rounds=4))
+    assert final.sessions == FINAL_SESSIONS and final.rounds == 2 * FINAL_SESSIONS
+    assert final_protocol(Protocol(rounds=12)).rounds == 12
+
+
+def test_a_p50_interval_when_the_clean_rounds_all_fell_in_one_session():
+    """Rounds the noise guard set aside in two of three sessions: the prediction still sees
+    every session (disturbed ones included) rather than none."""
+    from edgekit.measure.interleave import Interleaved
+    from edgekit.tune.search import p50_interval
+
+    session_ms = (1.0, 1.05, 0.97)
+    result = Interleaved(["a", "b"], [1, 1], [[], []])
+    result.session_of_round = [0, 0, 1, 1, 2, 2, 2, 2]
+    for side in (0, 1):
+        result.blocks[side] = [Block([session_ms[s]] * 3, session_ms[s], session_ms[s])
+                               for s in result.session_of_round]  # fmt: skip
+    result.rounds_used = [4, 5, 6, 7]  # only the last session's were clean
+    low, high = p50_interval(result, [0, 1])
+    assert low < 0.97 and high > 1.05
+    assert (low * high) ** 0.5 == pytest.approx(0.97)  # about the clean rounds' p50
+    result.rounds_used = [0, 2, 4]  # clean rounds in every session: those alone
+    low, high = p50_interval(result, [0, 1])
+    assert (low * high) ** 0.5 == pytest.approx(1.0)  # the median of 1.0, 1.05 and 0.97

@@ -31,6 +31,19 @@ def tuned_threads(manifest: Manifest, device: str) -> int | None:
     return _tuned_here(manifest, device).get("threads")
 
 
+def tuned_p50(manifest: Manifest, device: str, threads: int, p50_ms: float) -> dict | None:
+    """How a session's ``p50_ms`` of a file tuned here for ``device`` at ``threads`` compares
+    with the p50 tune measured and its prediction interval, or None (not tuned so, or tuned
+    before tune gave one)."""
+    tuned = manifest.get("tuned") or {}
+    interval = tuned.get("p50_interval_ms")
+    if not interval or tuned_threads(manifest, device) != threads:
+        return None
+    low, high = interval
+    return {"p50_ms": tuned.get("p50_ms"), "interval_ms": [low, high], "when": tuned.get("when"),
+            "within": low <= p50_ms <= high}  # fmt: skip
+
+
 def tuned_elsewhere(manifest: Manifest, device: str) -> str | None:
     """Where the file was tuned for ``device``, when that was another CPU model."""
     tuned = manifest.get("tuned") or {}

@@ -22,6 +22,10 @@ def _interval(ratio: float | None, interval: tuple[float, float] | None) -> str:
     return f"{ratio:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
 
 
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 @app.command()
 def tune(
     artifacts: ArtifactsArgument = None,
@@ -48,6 +52,7 @@ def tune(
     from edgekit.artifacts.artifact import load_artifact
     from edgekit.targets import get_target
     from edgekit.tune.api import tune_artifacts
+    from edgekit.tune.search import FINAL_SESSIONS
     from edgekit.worker.latency import NoiseGuard
 
     if not artifacts:
@@ -81,13 +86,19 @@ def tune(
         if tuned.changed:
             console.print(f"best: {tuned.changed}; its time / {start}'s "
                           f"{_interval(tuned.ratio, tuned.interval)}, p50 "
-                          f"{tuned.default_p50_ms:.3f} -> {tuned.best_p50_ms:.3f} ms")  # fmt: skip
+                          f"{_ms(tuned.default_p50_ms)} -> {_ms(tuned.best_p50_ms)} "
+                          "ms")  # fmt: skip
         elif tuned.rejected is not None:
             winner = tuned.tied
             console.print(f"best: {start}; the stages' winner {winner} against it at the end: "
                           f"{tuned.final} {_interval(tuned.ratio, tuned.interval)}")  # fmt: skip
         else:
             console.print(f"best: {start} (every other configuration was a tie or slower)")
+        p50, interval = tuned.written_p50
+        if interval is not None:
+            console.print(f"p50 of what was chosen: {p50:.3f} ms; another session's p50 should "
+                          f"fall in [{interval[0]:.3f}, {interval[1]:.3f}] ms (95 %, from "
+                          f"{FINAL_SESSIONS} sessions)")  # fmt: skip
         if tuned.untried:
             console.print(f"not tried within --budget-s: {', '.join(tuned.untried)}")
         console.print(f"searched in {tuned.elapsed_s:.0f} s of a {tuned.budget_s:.0f} s share")

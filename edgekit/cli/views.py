@@ -249,7 +249,22 @@ def latency(records: list[Any]) -> None:
             warn(f"{r.label} ({r.device}, {r.threads} thr): {warning}")
         for hint in r.hints:
             console.print(f"[yellow]hint[/] {hint}", soft_wrap=True, highlight=False)
+        if r.tuned_p50:
+            console.print(tuned_agreement(r), soft_wrap=True, highlight=False)
     assumptions(records)
+
+
+def tuned_agreement(record: Any) -> str:
+    """Whether a tuned file's p50 fell where edgekit tune said another session's would."""
+    tuned, p50 = record.tuned_p50, record.stats["p50_ms"]
+    low, high = tuned["interval_ms"]
+    where = f"tune's {tuned['p50_ms']:.3f} ms [{low:.3f}, {high:.3f}] of {tuned['when']}"
+    if tuned["within"]:
+        return f"{record.label}: p50 {p50:.3f} ms, within {where}"
+    return (
+        f"{record.label}: p50 {p50:.3f} ms, outside {where}: the machine's speed moved since "
+        "(or the options no longer suit it); edgekit tune again to refresh"
+    )
 
 
 def _model_mb(memory: dict[str, Any] | None) -> str:
@@ -286,13 +301,31 @@ def memory(records: list[Any]) -> None:
         sources = {r.target: r.memory["planned_source"] for r in told}
         for target, source in sources.items():
             console.print(f"  planned, {target}: {source}", soft_wrap=True, highlight=False)
-        residuals = {r.memory["residual_is"] for r in told}
+        residuals = {r.memory["residual_is"] for r in told if r.memory["residual_is"]}
         for residual in sorted(residuals):
             console.print(f"  residual: {residual}", soft_wrap=True, highlight=False)
+        for r in told:
+            for line in _sampled(r.label, r.memory):
+                console.print(line, soft_wrap=True, highlight=False)
     untold = {r.device: r.memory["error"] for r in records
               if r.memory and r.memory["status"] == "unavailable"}  # fmt: skip
     for why in untold.values():
         console.print(f"memory: {why}", soft_wrap=True, highlight=False)
+
+
+def _sampled(label: str, m: dict[str, Any]) -> list[str]:
+    """A row read from outside its process (a phone's dumpsys): its PSS and what was read, and
+    the runner's own figures apart."""
+    if m.get("pss_mb") is None:
+        return []
+    lines = [f"  {label}: PSS {m['pss_mb']:.2f} MB, RSS {_mb(m['process_peak_mb'])} MB; "
+             f"{m['notes'][0]}"]  # fmt: skip
+    said = m.get("runner_mb") or {}
+    if said:
+        figures = ", ".join(f"{key.removesuffix('_mb')} {value:.2f}" for key, value in said.items())
+        lines.append(f"  {label}: the runner's own figures, MB (its getrusage; not the parts): "
+                     f"{figures}")  # fmt: skip
+    return lines
 
 
 def gates(results: list[Any]) -> None:

@@ -137,6 +137,24 @@ def band_of(interval: tuple[float, float]) -> float:
     return max(abs(interval[0] - 1.0), abs(interval[1] - 1.0))
 
 
+def session_prediction(
+    sides: list[list[float]] | list[np.ndarray], sessions: int, confidence: float = 0.95
+) -> tuple[float, float] | None:
+    """Where one more session's figure (a p50) should fall, as factors on a side's figure: a
+    t prediction interval from figures of several sides, each listed per session (the sessions
+    the rounds ran in). Each side's log figures spread about their own mean, pooled over the
+    sides (the machine's drift and where each process landed move them all alike): half-width
+    t(df) * s * sqrt(1 + 1/``sessions``), df the pooled degrees of freedom. None with fewer
+    than two sessions of any side."""
+    logs = [np.log(np.asarray(side, dtype=np.float64)) for side in sides if len(side) >= 2]
+    freedom = sum(len(side) - 1 for side in logs)
+    if freedom < 1 or sessions < 1:
+        return None
+    spread = np.sqrt(sum(float(((side - side.mean()) ** 2).sum()) for side in logs) / freedom)
+    half = stats.t.ppf(0.5 + confidence / 2.0, freedom) * spread * np.sqrt(1.0 + 1.0 / sessions)
+    return float(np.exp(-half)), float(np.exp(half))
+
+
 def median_interval(
     values: list[float] | np.ndarray, confidence: float = 0.95, seed: int = BOOTSTRAP_SEED
 ) -> tuple[float, float]:

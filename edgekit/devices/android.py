@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.devices import register
+from edgekit.devices.android_memory import RunnerMemory
 from edgekit.devices.base import Device, DeviceTraits
 from edgekit.errors import DeviceUnavailable
 from edgekit.targets import get_target
@@ -27,6 +28,14 @@ NO_OUTPUTS = (
     "android: the official runners print timings, not outputs, so edgekit measures latency "
     "only there (evaluate the same artifact on cpu or arm64-emu for its numerics)"
 )
+NO_MEMORY_PROBE = (
+    "android: edgekit's memory probe (the runtime's floor, load, release, a leak's slope) is a "
+    "Python child of this machine and cannot run on a phone; edgekit bench --device android "
+    "reports dumpsys meminfo of the runner's process"
+)
+# what a runner prints about its own memory (MB: its peak, its growth from its start to the end
+# of loading and to its end), kept apart from what dumpsys reads
+RUNNER_MEMORY = ("peak_rss_mb", "init_delta_mb", "overall_delta_mb")
 
 
 @dataclass(frozen=True)
@@ -157,6 +166,8 @@ class RunnerTimer(BlockTimer):
         self._runner = f"{REMOTE_DIR}/{local_runner.name}"
         self._threads, self._gpu = threads, gpu
         self.runtime = {"runner": local_runner.name, "serial": self.serial, **facts}
+        self._memory = RunnerMemory(self._shell, self.serial, local_runner.name)
+        self._runner_says: dict[str, float] = {}
         try:
             shell(self.serial, ["mkdir", "-p", REMOTE_DIR])
             adb(self.serial, "push", str(artifact.path), self._model, timeout=600)
@@ -172,16 +183,41 @@ class RunnerTimer(BlockTimer):
     def _run(self, runs: int) -> dict[str, float]:
         command = self._official.command(self._runner, self._model, self._threads, runs, self._gpu)
         self.runtime["command"] = json.dumps(command)
-        output = shell(self.serial, command, timeout=1800)
+        with self._memory.watching():
+            output = shell(self.serial, command, timeout=1800)
         try:
-            return self._official.parse(output)
+            figures = self._official.parse(output)
         except ValueError as exc:
             raise DeviceUnavailable(f"android: {exc}") from None
+        self._keep_runner_memory(figures)
+        return figures
+
+    def _shell(self, command: list[str]) -> str:
+        return shell(self.serial, command, timeout=ADB_TIMEOUT_S)
+
+    def _peak_rss_mb(self, figures: dict[str, float]) -> float | None:
+        """The row's peak: dumpsys's highest TOTAL RSS where it read the process (the memory
+        table's figure too), else what the runner says of itself."""
+        read = self._memory.figures()["rss_kb"]
+        if read is not None:
+            return read / 1024.0
+        return figures.get("peak_rss_mb", self.peak_rss_mb)
+
+    def _keep_runner_memory(self, figures: dict[str, float]) -> None:
+        """The highest of each figure the runner printed about its own memory, over its runs."""
+        for key in RUNNER_MEMORY:
+            if key in figures:
+                self._runner_says[key] = max(figures[key], self._runner_says.get(key, 0.0))
+
+    @property
+    def memory(self) -> dict[str, Any]:
+        """What dumpsys read of the runner's process over this session's runs (kB), and what
+        the runner said of itself (MB)."""
+        return {**self._memory.figures(), "runner_mb": dict(self._runner_says)}
 
     def block(self, runs: int) -> Block:
         figures = self._run(runs)
-        if "peak_rss_mb" in figures:
-            self.peak_rss_mb = figures["peak_rss_mb"]
+        self.peak_rss_mb = self._peak_rss_mb(figures)
         mean = figures["mean_ms"]
         summary = {k: v for k, v in figures.items() if k.endswith("_ms") and k != "mean_ms"}
         return Block(None, mean, figures.get("p50_ms", mean), summary=summary)
@@ -197,6 +233,8 @@ class AndroidDevice(Device):
     options = ("serial",)
     summary = "an Android phone or emulator over adb, with each target's official runner"
     how_to_add = "attach a phone with USB debugging on, or start an emulator (adb devices)"
+    tells_memory = False  # no Python child runs on a phone: bench reads dumpsys meminfo instead
+    no_memory_probe = NO_MEMORY_PROBE
 
     def traits(self, runtime: dict[str, Any] | None = None) -> DeviceTraits:
         return DeviceTraits(

@@ -60,6 +60,8 @@ class Device:
     # edgekit tune searches runtime options here (sessions it opens with session_options)
     tunable: ClassVar[bool] = False
     tells_memory: ClassVar[bool] = False  # edgekit.measure.memory can probe a session here
+    # where it cannot, why (one line), when the default line would say too little
+    no_memory_probe: ClassVar[str] = ""
 
     def __init__(self, **options: Any) -> None:
         self.settings = options

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.artifacts.artifact import Artifact, as_artifact
+from edgekit.artifacts.runtime_options import tuned_p50
 from edgekit.common.machine import fingerprint
 from edgekit.common.stats import band_of, latency_summary
 from edgekit.devices import DEFAULT_DEVICE, as_device, get_device
@@ -49,8 +50,12 @@ def baseline_timer(
 def session_memory(record: LatencyRecord, figures: dict[str, Any] | None) -> dict[str, Any]:
     """The artifact's memory in parts, from its (last) timing session's figures; a leak is a
     warning of the record's."""
-    from edgekit.measure.memory import cannot_tell, memory_record
+    from edgekit.devices.android_memory import SOURCE as DUMPSYS
+    from edgekit.measure.memory import cannot_tell, dumpsys_record, memory_record
 
+    if figures is not None and figures.get("source") == DUMPSYS:  # a phone's runner, read aside
+        return dumpsys_record(record.label, record.device, record.threads, figures,
+                              record.artifact, record.target).to_dict()  # fmt: skip
     if figures is None or "invoke_peak_kb" not in figures:
         return cannot_tell(record.label, record.device, record.threads).to_dict()
     memory = memory_record(record.label, record.device, record.threads, figures,
@@ -170,8 +175,11 @@ def bench_artifacts(
         for timer in timers:
             timer.close()
     traits_of = where.traits
-    for record in records:
+    for artifact, record in zip(loaded, records, strict=True):
         record.traits = traits_of(record.runtime).to_dict()
+        if record.status == "ok":
+            record.tuned_p50 = tuned_p50(artifact.manifest, where.name, threads,
+                                         record.stats["p50_ms"])  # fmt: skip
     extra = [sessions.record for sessions in baselines.values()]
     for record in extra:
         record.traits = get_device(DEFAULT_DEVICE).traits(record.runtime).to_dict()

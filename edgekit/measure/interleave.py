@@ -15,6 +15,7 @@ the spread between sessions (``edgekit.common.stats.session_ratio``)."""
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,20 @@ class Interleaved:
         logs = [[math.log(self.blocks[s][r].median_ms) for r in self.rounds_used] for s in sides]
         return [math.exp(sum(values) / len(values)) for values in zip(*logs, strict=True)]
 
+    def p50_ms(self, side: int | Sequence[int]) -> float:
+        """The median invoke of ``side`` (its sessions' samples pooled) over the rounds used, as
+        ``bench`` reports it; the median of the block medians where a runner gives no samples."""
+        sides = [side] if isinstance(side, int) else list(side)
+        blocks = [self.blocks[s][r] for s in sides for r in self.rounds_used]
+        return _median_of(blocks)
+
+    def session_p50s_ms(self, side: int, rounds: Sequence[int] | None = None) -> list[float]:
+        """``side``'s p50 in each session the rounds used (or ``rounds``) ran in, in order."""
+        sessions: dict[int, list[Block]] = {}
+        for r in self.rounds_used if rounds is None else rounds:
+            sessions.setdefault(self.session_of_round[r], []).append(self.blocks[side][r])
+        return [_median_of(blocks) for _, blocks in sorted(sessions.items())]
+
     @property
     def sessions_used(self) -> list[int]:
         """The session of each round the statistics use."""
@@ -66,6 +81,13 @@ class Interleaved:
         return ratio_interval(
             self.rounds_ms(side), self.rounds_ms(reference), self.sessions_used, band, confidence
         )
+
+
+def _median_of(blocks: list[Block]) -> float:
+    samples = [value for block in blocks for value in (block.samples_ms or [])]
+    if samples and all(block.samples_ms for block in blocks):
+        return float(statistics.median(samples))
+    return float(statistics.median(block.median_ms for block in blocks))
 
 
 def block_sizes(timers: list[BlockTimer], protocol: Protocol) -> tuple[list[int], int]:

@@ -49,6 +49,10 @@ class MemoryRecord:
     invokes: int = 0
     samples: list[list[int]] = field(default_factory=list)  # [invokes so far, resident kB]
     notes: list[str] = field(default_factory=list)
+    pss_mb: float | None = None  # the proportional set size, where the device tells (Android)
+    # what the runner printed about its own memory, apart from the parts (LiteRT#9899: its
+    # figures and dumpsys's can differ by far): peak_rss_mb, init_delta_mb, overall_delta_mb
+    runner_mb: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,8 +100,9 @@ def measure_memory(
     ``points`` moments). ``bench`` gets the same parts from its timing sessions."""
     if not device.tells_memory:
         return cannot_tell(artifact.label, device.name, threads,
-                           f"{device.name}: edgekit's memory probe runs on the host's devices "
-                           "(bench reports what a device's own sessions tell)")  # fmt: skip
+                           device.no_memory_probe or f"{device.name}: edgekit's memory probe runs "
+                           "on the host's devices (bench reports what a device's own sessions "
+                           "tell)")  # fmt: skip
     request = {
         "mode": "memory",
         "what": "artifact",
@@ -163,14 +168,44 @@ def memory_record(label: str, device: str, threads: int, figures: dict[str, Any]
     """The parts from a session's figures (kB, from ``edgekit.worker.memory``) and the file's
     own facts: its size, and what its runtime plans for activations."""
     record = MemoryRecord(label, device, threads)
-    stat = Path(path).stat()
-    planned, source = _planned(str(path), target, stat.st_size, stat.st_mtime)
-    _parts(record, figures, stat.st_size, planned, source, timing_session)
+    size, planned, source = _file_facts(path, target)
+    _parts(record, figures, size, planned, source, timing_session)
     if figures.get("note"):  # where the figures come from, when not a plain process
         record.notes.append(str(figures["note"]))
     if figures.get("floor_kb") is None:
         record.notes.append(f"no trivial {target} model loaded here (none shipped, or it "
                             "failed): the floor is the process before the file loaded")  # fmt: skip
+    return record
+
+
+def _file_facts(path: str | Path, target: str) -> tuple[int, int | None, str]:
+    """The file's size (bytes), what its runtime plans for activations and where that says so."""
+    stat = Path(path).stat()
+    planned, source = _planned(str(path), target, stat.st_size, stat.st_mtime)
+    return stat.st_size, planned, source
+
+
+def dumpsys_record(label: str, device: str, threads: int, figures: dict[str, Any],
+                   path: str | Path, target: str) -> MemoryRecord:  # fmt: skip
+    """A phone's runner as ``dumpsys meminfo`` read its process while it ran (figures in kB,
+    from ``edgekit.devices.android_memory``): the highest TOTAL RSS is the process's peak as
+    sampled, the highest TOTAL PSS beside it, and the file's own facts. No trivial model runs
+    there, so the floor, the model's share and its residual stay unmeasured (None)."""
+    where = f"dumpsys meminfo of the runner's process on {figures['serial']} ({figures['process']})"
+    if not figures.get("readings"):
+        why = figures.get("failure") or "every run ended before it could be read"
+        return cannot_tell(label, device, threads, f"{device}: {where} read nothing: {why}")
+    record = MemoryRecord(label, device, threads)
+    record.pss_mb = figures["pss_kb"] / MB
+    if figures.get("rss_kb") is not None:
+        record.process_peak_mb = figures["rss_kb"] / MB
+    size, planned, record.planned_source = _file_facts(path, target)
+    record.file_mb = size / 2**20
+    record.planned_mb = None if planned is None else planned / 2**20
+    record.runner_mb = dict(figures.get("runner_mb") or {})
+    record.notes.append(f"{where}: the highest TOTAL RSS and TOTAL PSS of {figures['readings']} "
+                        "readings, one per run; no trivial model runs there, so the runtime's "
+                        "floor, the model's share and its residual are not measured")  # fmt: skip
     return record
 
 

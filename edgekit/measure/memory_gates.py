@@ -45,8 +45,8 @@ def memory_gates(memory: MemoryRecord, size_bytes: int, bounds: MemoryBounds,
                                 bounds.max_size_kb, size_kb <= bounds.max_size_kb))  # fmt: skip
     if not bounds.measured:
         return gates
-    if memory.status != "ok":
-        why = memory.error or memory.status
+    if memory.status != "ok" or memory.model_mb is None:
+        why = memory.error or (memory.notes[0] if memory.notes else memory.status)
         for gate, bound in (("model's peak MB", bounds.max_peak_mb),
                             ("leak kB per 1k invokes", bounds.max_leak_kb_per_1k),
                             ("memory regression %", bounds.max_memory_regression)):  # fmt: skip

@@ -164,7 +164,9 @@ def memory_plot(results: Results, path: Path) -> Path | None:
     runtime's, not the model's, and would dwarf the rest."""
     import matplotlib.pyplot as plt
 
-    told = [r for r in results.rows if r.memory and r.memory.get("status") == "ok"]
+    # a phone's row has no share to split (no floor measured there)
+    told = [r for r in results.rows if r.memory and r.memory.get("status") == "ok"
+            and r.memory.get("model_mb") is not None]  # fmt: skip
     if not told:
         return None
     labels = [r.label for r in told]

@@ -112,8 +112,18 @@ class Recommendation:
             )
         return (
             f"{best.label}: p50 {best.p50:.3f} ms{speed}, drop {best.drop:+.2f} points (95% "
-            f"upper bound {best.drop_high:+.2f} <= {self.budget:g}){tie}{warning}"
+            f"upper bound {best.drop_high:+.2f} <= {self.budget:g}){_memory(best)}{tie}{warning}"
         )
+
+
+def _memory(row: Row) -> str:
+    """The process's peak and, beside it, the model's own share (where the device tells)."""
+    memory = row.memory or {}
+    if memory.get("status") != "ok" or memory.get("process_peak_mb") is None:
+        return ""
+    own = memory.get("model_mb")
+    beside = "" if own is None else f", the model's own {own:.1f} MB"
+    return f", memory: process peak {memory['process_peak_mb']:.0f} MB{beside}"
 
 
 def _tally(reasons: list[tuple[str, str]]) -> str:

@@ -162,7 +162,8 @@ def _memory_cell(memory: dict[str, Any] | None) -> str:
     """The process's peak and the model's own share of it (above the runtime's floor)."""
     if not memory or memory.get("status") != "ok":
         return ""
-    return f"{memory['process_peak_mb']:.0f} / {memory['model_mb']:.1f}"
+    peak, model = memory.get("process_peak_mb"), memory.get("model_mb")  # a phone's: no share
+    return f"{_fmt(peak, '{:.0f}') or '-'} / {_fmt(model, '{:.1f}') or '-'}"
 
 
 def table_rows(results: Results) -> list[list[str]]:

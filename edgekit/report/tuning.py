@@ -77,9 +77,10 @@ def tuning_section(results: Results) -> Section:
         f"{results.run.get('config', {}).get('tune_budget_s', 0):g} s; the results above were "
         "measured with the tuned options, at the run's thread counts.",
         "default p50 and tuned p50 come from the search's final comparison: the stages' winner "
-        "interleaved with edgekit's defaults (1 thread); where the default won every stage, both "
-        "are its p50 in the first stage. The winner is kept only where its interval lies below "
-        "1; a tie keeps the default, and the column names the options that tied.",
+        "interleaved with edgekit's defaults (1 thread), in three sessions; where the default "
+        "won every stage, both are its p50 in that run, where it ran alone. The winner is kept "
+        "only where its interval lies below 1; a tie keeps the default, and the column names "
+        "the options that tied.",
     ]
     return Section("Tuned against default", lines,
                    [Table(TUNING_COLUMNS, [tuning_row(r) for r in records])])  # fmt: skip

@@ -137,5 +137,9 @@ def tuned_manifest(artifact: Artifact, tuned: Tuned, device: str) -> Manifest:
         "winner_p50_ms": tuned.best_p50_ms,
         "rejected": tuned.rejected,
         "untried": tuned.untried,
+        # what a later session of the written options should measure: its p50 and where
+        # another session's p50 should fall (bench says whether it did)
+        "p50_ms": tuned.written_p50[0],
+        "p50_interval_ms": tuned.written_p50[1],
     }
     return without_tuning(artifact.manifest).replace(runtime_options=tuned.best, tuned=record)

@@ -5,21 +5,29 @@ band every candidate's interval is widened by, since each candidate is a process
 where a process lands moves its latency by a few percent. A candidate wins only when its widened
 interval lies below 1; otherwise it is a tie (or slower), and the incumbent, simpler and nearer
 the default, stays. A candidate the runtime refuses is that candidate's failure, and the search
-goes on."""
+goes on.
+
+Last, one interleaved run in ``FINAL_SESSIONS`` sessions (every side reopened between them): the
+stages' winner against the start, or the start alone where it won every stage. Its sessions give
+the p50 tune reports a prediction interval: where the p50 of another session of the tuned file,
+a later ``bench``, should fall."""
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from edgekit.common.stats import band_of
+from edgekit.common.stats import band_of, session_prediction
 from edgekit.errors import EdgekitError
 from edgekit.measure.interleave import Interleaved, interleave
 from edgekit.targets.knobs import Knob
 from edgekit.worker.latency import BlockTimer, NoiseGuard, Protocol
+
+# the final run's rounds in three sessions: with the start's two sides and the winner, six
+# degrees of freedom for how far a session's p50 moves from another's
+FINAL_SESSIONS = 3
 
 OpenTimer = Callable[[dict[str, Any]], BlockTimer]  # options (threads included) -> a session
 
@@ -55,6 +63,9 @@ class Tuned:
     interval: tuple[float, float] | None = None
     default_p50_ms: float | None = None
     best_p50_ms: float | None = None
+    # where another session's p50 should fall (95 % prediction), from the final run's sessions
+    default_p50_interval: tuple[float, float] | None = None
+    best_p50_interval: tuple[float, float] | None = None  # of the stages' winner
     rejected: dict[str, Any] | None = None  # the stages' winner a final tie sent back
     elapsed_s: float = 0.0
     budget_s: float = 0.0
@@ -67,6 +78,14 @@ class Tuned:
     def tied(self) -> dict[str, Any]:
         """What the stages' winner changed, where a final tie sent it back ({} otherwise)."""
         return {k: v for k, v in (self.rejected or {}).items() if self.default.get(k) != v}
+
+    @property
+    def written_p50(self) -> tuple[float | None, tuple[float, float] | None]:
+        """The p50 of what tune writes (the best, or the start a final tie kept) and where
+        another session's p50 of it should fall."""
+        if self.rejected is not None:
+            return self.default_p50_ms, self.default_p50_interval
+        return self.best_p50_ms, self.best_p50_interval
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"changed": self.changed, "tied": self.tied}
@@ -115,8 +134,8 @@ def run_stage(
                     continue
                 trial.ratio, trial.interval = against_incumbent(result, side)
                 trial.verdict = verdict(trial.interval)
-                trial.p50_ms = statistics.median(result.rounds_ms(side))
-                trial.incumbent_p50_ms = statistics.median(result.rounds_ms([0, 1]))
+                trial.p50_ms = result.p50_ms(side)
+                trial.incumbent_p50_ms = result.p50_ms([0, 1])
     finally:
         for timer in timers:
             timer.close()
@@ -167,34 +186,66 @@ def search(
         tuned.best, trials = run_stage(knob, tuned.best, open_timer, protocol, guard)
         tuned.trials += trials
         longest = max(longest, clock() - stage_started)
-    if tuned.best != tuned.default:
-        say(f"{label}: best against the start")
-        tuned.final = _compare(tuned, open_timer, protocol, guard)
-        if tuned.final != "faster":  # a tie (or no figure) in the end: the start stays
-            tuned.rejected, tuned.best = tuned.best, dict(tuned.default)
-    else:  # the start was every stage's incumbent: its p50 is the first stage's figure
+    moved = tuned.best != tuned.default
+    say(f"{label}: {'best against the start' if moved else 'the start'}, {FINAL_SESSIONS} sessions")
+    tuned.final = _final(tuned, open_timer, protocol, guard)
+    if moved and tuned.final != "faster":  # a tie (or no figure) in the end: the start stays
+        tuned.rejected, tuned.best = tuned.best, dict(tuned.default)
+    if tuned.default_p50_ms is None and not moved:  # the final run failed: the first stage's
         start = next((t.incumbent_p50_ms for t in tuned.trials if t.incumbent_p50_ms), None)
         tuned.default_p50_ms = tuned.best_p50_ms = start
     tuned.elapsed_s = clock() - started
     return tuned
 
 
-def _compare(tuned: Tuned, open_timer: OpenTimer, protocol: Protocol, guard: NoiseGuard) -> str:
-    """The stages' winner against the start (two sessions of it), in one interleaved run: the
-    figure tune reports. Its verdict, or why there is none."""
+def final_protocol(protocol: Protocol) -> Protocol:
+    """The final run's: the stages' protocol in ``FINAL_SESSIONS`` sessions, each of at least
+    two rounds."""
+    rounds = max(protocol.rounds, 2 * FINAL_SESSIONS)
+    return replace(protocol, sessions=FINAL_SESSIONS, rounds=rounds)
+
+
+def _final(
+    tuned: Tuned, open_timer: OpenTimer, protocol: Protocol, guard: NoiseGuard
+) -> str | None:
+    """The final run: the start (two sides) and, where the stages moved, their winner, in
+    ``FINAL_SESSIONS`` sessions: the figures tune reports. The winner's verdict, or why there is
+    none; None where the start won every stage (it is only measured then)."""
+    moved = tuned.best != tuned.default
     timers: list[BlockTimer] = []
     try:
-        for options in (tuned.default, tuned.default, tuned.best):
+        for options in (tuned.default, tuned.default, *([tuned.best] if moved else [])):
             timers.append(open_timer(options))
-        result = interleave(timers, protocol, guard)
-        if 2 in result.failed:
+        result = interleave(timers, final_protocol(protocol), guard)
+        if moved and 2 in result.failed:
             return f"failed: {result.failed[2].splitlines()[0]}"
-        tuned.ratio, tuned.interval = against_incumbent(result, 2)
-        tuned.default_p50_ms = statistics.median(result.rounds_ms([0, 1]))
-        tuned.best_p50_ms = statistics.median(result.rounds_ms(2))
-        return verdict(tuned.interval)
+        if moved:
+            tuned.ratio, tuned.interval = against_incumbent(result, 2)
+        elif result.failed:
+            raise EdgekitError(next(iter(result.failed.values())))
+        best = [2] if moved else [0, 1]
+        tuned.default_p50_ms = result.p50_ms([0, 1])
+        tuned.default_p50_interval = p50_interval(result, [0, 1])
+        tuned.best_p50_ms = result.p50_ms(best)
+        tuned.best_p50_interval = p50_interval(result, best)
+        return verdict(tuned.interval) if moved else None
     except EdgekitError as exc:
-        return f"failed: {str(exc).splitlines()[0]}"
+        return f"failed: {str(exc).splitlines()[0]}" if moved else None
     finally:
         for timer in timers:
             timer.close()
+
+
+def p50_interval(result: Interleaved, sides: list[int]) -> tuple[float, float] | None:
+    """Where another session's p50 of ``sides`` (one configuration) should fall: its p50 times
+    the prediction factors of the run's sessions, every side's spread pooled."""
+    alive = [side for side in range(len(result.blocks)) if side not in result.failed]
+    rounds: list[int] = result.rounds_used
+    if len(set(result.sessions_used)) < 2:  # the clean rounds all fell in one session: a
+        rounds = list(range(len(result.session_of_round)))  # prediction needs them all
+    sessions = len({result.session_of_round[r] for r in rounds})
+    factors = session_prediction([result.session_p50s_ms(s, rounds) for s in alive], sessions)
+    if factors is None:
+        return None
+    p50 = result.p50_ms(sides)
+    return p50 * factors[0], p50 * factors[1]

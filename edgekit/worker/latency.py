@@ -114,6 +114,8 @@ class LatencyRecord:
     traits: dict[str, Any] = field(default_factory=dict)
     fingerprint: dict[str, Any] = field(default_factory=dict)
     interleaved_with: list[str] = field(default_factory=list)
+    # the p50 edgekit tune measured for these options, its interval, and whether this one fell in
+    tuned_p50: dict[str, Any] | None = None
     speedup: float | None = None  # baseline / this, interleaved; None when not comparable
     speedup_ci: list[float] | None = None
     # how far two sessions of the same file differ in this pool (a fraction): every ratio's

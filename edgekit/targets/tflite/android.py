@@ -45,9 +45,27 @@ def parse(output: str) -> dict[str, float]:
         median = fields.get("median", fields.get("p50"))  # newer releases print percentiles
         if median is not None:
             figures["p50_ms"] = float(median) / 1e3
-    memory = re.search(r"Peak memory footprint \(MB\): init=([\d.]+) overall=([\d.]+)", output)
-    if memory:
-        figures["peak_rss_mb"] = float(memory.group(2))
+    figures.update(_memory(output))
+    return figures
+
+
+def _memory(output: str) -> dict[str, float]:
+    """What it says of its own memory (MB, its getrusage peak): the peak its monitor sampled
+    (``Overall peak memory footprint (MB) via periodic monitoring``), the growth from its start
+    (``Memory footprint delta from the start of the tool (MB): init= overall=``), and the older
+    releases' ``Peak memory footprint (MB): init= overall=``, read as the peak where no monitor
+    line is printed."""
+    figures: dict[str, float] = {}
+    delta = re.search(r"Memory footprint delta from the start of the tool \(MB\): "
+                      r"init=([\d.]+) overall=([\d.]+)", output)  # fmt: skip
+    if delta:
+        figures["init_delta_mb"], figures["overall_delta_mb"] = map(float, delta.groups())
+    older = re.search(r"Peak memory footprint \(MB\): init=[\d.]+ overall=([\d.]+)", output)
+    monitored = re.search(r"Overall peak memory footprint \(MB\) via periodic monitoring: "
+                          r"([\d.]+)", output)  # fmt: skip
+    peak = monitored or older
+    if peak:
+        figures["peak_rss_mb"] = float(peak.group(1))
     return figures
 
 
