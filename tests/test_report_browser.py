@@ -18,9 +18,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import plumbing_config
 
-# the run measures latency with the noise guard on (so it runs alone), in a browser
-pytestmark = [pytest.mark.browser, pytest.mark.timing]
+# the page is what is tested, not a latency: the run is plumbing (no noise guard), so this
+# module runs beside others
+pytestmark = pytest.mark.browser
 
 TESTS = Path(__file__).parent
 QUICK = ["--min-seconds", "0.2", "--min-runs", "20", "--rounds", "4"]
@@ -49,7 +51,8 @@ def _edgekit(*args: str, cwd: Path = TESTS) -> subprocess.CompletedProcess:
 def fragile_run(tmp_path_factory) -> Path:
     """``edgekit run`` of one_class_models:fragile_three, onnx fp32 and int8, on the host CPU."""
     where = tmp_path_factory.mktemp("fragile")
-    done = _edgekit("run", "--model", "one_class_models:fragile_three", "--data", "digits",
+    done = _edgekit("run", "--config", str(plumbing_config(where)), "--model",
+                    "one_class_models:fragile_three", "--data", "digits",
                     "--target", "onnx", "--recipe", "fp32,int8", "--device", "cpu", *QUICK,
                     "--runs-dir", str(where / "runs"), "--history",
                     str(where / "history.sqlite"), "--json")  # fmt: skip

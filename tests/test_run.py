@@ -62,7 +62,7 @@ def test_a_run_measures_the_matrix_and_writes_its_report_and_history(capsys, tmp
         assert "baseline/fp32" in row["interleaved_with"] and row["fingerprint"]["id"]
     assert summary["recommendation"].startswith("onnx/")
     # beside its speed and drop, what the recommended file needs in memory
-    assert re.search(r", memory: process peak \d+ MB, the model's own -?[\d.]+ MB$",
+    assert re.search(r"\), memory: process peak \d+ MB, the model's own -?[\d.]+ MB(;|$)",
                      summary["recommendation"]), summary["recommendation"]  # fmt: skip
     # the per-layer section: both artifacts profiled on the host CPU, named by module path
     profiles = {p["label"]: p for p in results["run"]["profiles"]}
