@@ -61,11 +61,11 @@ def test_bad_tune_options_are_one_line_and_exit_2(capsys, export_digits, tmp_pat
     assert Path(f"{path}.json").read_text() == before  # nothing written
 
 
-def _write_tuned(path: Path, options: dict, cpu: str | None = None) -> None:
+def _write_tuned(path: Path, options: dict, cpu: str | None = None, **record) -> None:
     from edgekit.common.machine import cpu_model
 
     manifest = json.loads(Path(f"{path}.json").read_text())
-    tuned = {"device": "cpu", "cpu_model": cpu or cpu_model()}
+    tuned = {"device": "cpu", "cpu_model": cpu or cpu_model(), **record}
     Path(f"{path}.json").write_text(json.dumps(manifest | {"runtime_options": options,
                                                            "tuned": tuned}))  # fmt: skip
 
@@ -98,6 +98,11 @@ def test_bench_opens_a_tuned_file_with_its_options_as_the_session_holds_them(
         assert {key: record["runtime"][key] for key in expected if key != "threads"} == {
             key: value for key, value in expected.items() if key != "threads"
         }
+    # a hand-edited record whose p50 interval is no pair of numbers: no comparison, no crash
+    for p50, interval in ((1.0, "abc"), ("fast", [0.9, 1.1]), (1.0, [0.9])):
+        _write_tuned(path, OURS, p50_ms=p50, p50_interval_ms=interval)
+        record, _ = _bench(capsys, path)
+        assert record["threads"] == 2 and record["tuned_p50"] is None
     _write_tuned(path, OURS, cpu="Some Other CPU")  # tuned on another machine: not used here
     record, err = _bench(capsys, path)
     assert record["threads"] == 1 and record["runtime"]["execution_mode"] == "ORT_SEQUENTIAL"

@@ -36,12 +36,20 @@ def tuned_p50(manifest: Manifest, device: str, threads: int, p50_ms: float) -> d
     with the p50 tune measured and its prediction interval, or None (not tuned so, or tuned
     before tune gave one)."""
     tuned = manifest.get("tuned") or {}
-    interval = tuned.get("p50_interval_ms")
-    if not interval or tuned_threads(manifest, device) != threads:
+    interval, measured = tuned.get("p50_interval_ms"), tuned.get("p50_ms")
+    if not _numbers(interval, 2) or not _numbers([measured], 1):
+        return None  # not tuned so, or by a tune without one (or a hand-edited record)
+    if tuned_threads(manifest, device) != threads:
         return None
     low, high = interval
-    return {"p50_ms": tuned.get("p50_ms"), "interval_ms": [low, high], "when": tuned.get("when"),
+    return {"p50_ms": measured, "interval_ms": [low, high], "when": tuned.get("when"),
             "within": low <= p50_ms <= high}  # fmt: skip
+
+
+def _numbers(value: Any, count: int) -> bool:
+    if not isinstance(value, list | tuple) or len(value) != count:  # a Manifest holds tuples
+        return False
+    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
 
 
 def tuned_elsewhere(manifest: Manifest, device: str) -> str | None:
