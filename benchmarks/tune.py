@@ -17,6 +17,7 @@ from pathlib import Path
 from common import HERE, artifacts, header, machine, write_json
 
 from edgekit.measure.bench import bench_artifact
+from edgekit.report.tuning import ratio_text
 from edgekit.tune.api import TUNE_PROTOCOL, tune_artifacts
 from edgekit.worker.latency import NoiseGuard
 
@@ -162,9 +163,7 @@ def write_page(recorded: dict) -> None:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        ratio = "-"
-        if row["ratio"] is not None:
-            ratio = f"{row['ratio']:.3f} [{row['interval'][0]:.3f}, {row['interval'][1]:.3f}]"
+        ratio = ratio_text(row["ratio"], row["interval"])
         lines.append(
             f"| {row['model']} | {row['artifact']} | {row['threads']} | "
             f"{row['default_p50_ms']:.3f} | {row['best_p50_ms']:.3f} | {ratio} | "

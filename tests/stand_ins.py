@@ -2,8 +2,9 @@
 accepts pushes and prints a runner's recorded output; while the file ``ADB_RUNNER_HOLD``
 names exists, the runner holds (at most 2 minutes), as a phone still benchmarking does. While a
 run goes on, ``pidof`` names its process (its own pid, a file in ``ADB_RUNNING``) and
-``dumpsys meminfo PID`` prints a recorded reading of it; the run outlives its first reading (at
-most 2 s, and not while another run goes on), as a phone's run of a second outlives one.
+``dumpsys meminfo PID`` prints a recorded reading of it; a run someone looks for (``pidof``
+was asked) outlives its first reading (at most 2 s, and not while another run goes on), as a
+phone's run of a second outlives one.
 ``ADB_DUMPSYS_FAILS`` makes dumpsys fail with that message, ``ADB_RUNNER_GONE`` answers as for
 a process that has exited. Used by the android and cluster tests."""
 
@@ -34,6 +35,7 @@ elif verb == "shell":
         print({{"ro.product.cpu.abi": "arm64-v8a", "ro.build.version.release": "15",
                "ro.product.model": "sdk_gphone64_arm64"}}[command.split()[1]])
     elif command.startswith("pidof "):
+        open(f"{{running}}/watching", "w").close()  # someone reads the runs' memory
         pids = [name for name in os.listdir(running) if name.isdigit()]
         if not pids:
             sys.exit(1)  # toybox's pidof: nothing printed, status 1
@@ -67,10 +69,12 @@ elif verb == "shell":
             while not os.path.exists(me + ".read") and waited < 200:  # outlives one reading
                 if sum(name.isdigit() for name in os.listdir(running)) > 1:
                     break  # runs at once (the cluster's tests): edgekit reads none of them
+                if waited >= 20 and not os.path.exists(f"{{running}}/watching"):
+                    break  # nobody looks for this run (a timed run): it ends as it would
                 time.sleep(0.01)
                 waited += 1
         finally:
-            for path in (me, me + ".read"):
+            for path in (me, me + ".read", f"{{running}}/watching"):
                 if os.path.exists(path):
                     os.remove(path)
         print(open(os.environ["ADB_RUNNER_OUTPUT"]).read())

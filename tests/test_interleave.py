@@ -219,6 +219,17 @@ def test_a_disturbed_round_earns_another_and_is_left_out_while_enough_clean_ones
     assert len(result.disturbed) == 20 and result.rounds_used == list(range(20))
 
 
+def test_a_disturbed_rounds_extra_round_runs_in_its_own_session(monkeypatch):
+    """Two rounds of the first session disturbed: their two extra rounds run in that session,
+    so every session keeps its three clean rounds (a session-based interval needs them all)."""
+    monkeypatch.setattr("edgekit.measure.interleave.wait_for_quiet", lambda *a, **k: None)
+    guard = NoiseGuard(threshold=0.15, retries=1)
+    timers: list[BlockTimer] = [Fixed("a", 1.0, disturbed_rounds={0, 1}), Fixed("b", 1.0)]
+    result = interleave(timers, IN_SESSIONS, guard)
+    assert result.session_of_round == [0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert result.sessions_used == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
 @pytest.mark.parametrize(("disturbed", "used"), [(5, 5), (6, 10)])
 def test_half_the_plan_clean_is_enough_to_leave_the_rest_out(monkeypatch, disturbed, used):
     monkeypatch.setattr("edgekit.measure.interleave.wait_for_quiet", lambda *a, **k: None)

@@ -16,16 +16,6 @@ from edgekit.devices import DEFAULT_DEVICE
 from edgekit.errors import UserInputError
 
 
-def _interval(ratio: float | None, interval: tuple[float, float] | None) -> str:
-    if ratio is None or interval is None:
-        return "-"
-    return f"{ratio:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
 @app.command()
 def tune(
     artifacts: ArtifactsArgument = None,
@@ -50,6 +40,7 @@ def tune(
     against the incumbent; a candidate wins only when its interval lies below 1 (else a tie,
     and the default stays). Writes the winner into the manifest (runtime_options)."""
     from edgekit.artifacts.artifact import load_artifact
+    from edgekit.report.tuning import ms_or_dash, ratio_text
     from edgekit.targets import get_target
     from edgekit.tune.api import tune_artifacts
     from edgekit.tune.search import FINAL_SESSIONS
@@ -79,19 +70,19 @@ def tune(
             table.add_column(column)
         for trial in tuned.trials:
             verdict = trial.verdict if trial.error is None else f"failed: {trial.error}"
-            table.add_row(trial.knob, str(trial.value), _interval(trial.ratio, trial.interval),
+            table.add_row(trial.knob, str(trial.value), ratio_text(trial.ratio, trial.interval),
                           verdict)  # fmt: skip
         console.print(table)
         start = "the default" if only is None else "the options it started from"
         if tuned.changed:
             console.print(f"best: {tuned.changed}; its time / {start}'s "
-                          f"{_interval(tuned.ratio, tuned.interval)}, p50 "
-                          f"{_ms(tuned.default_p50_ms)} -> {_ms(tuned.best_p50_ms)} "
+                          f"{ratio_text(tuned.ratio, tuned.interval)}, p50 "
+                          f"{ms_or_dash(tuned.default_p50_ms)} -> {ms_or_dash(tuned.best_p50_ms)} "
                           "ms")  # fmt: skip
         elif tuned.rejected is not None:
             winner = tuned.tied
             console.print(f"best: {start}; the stages' winner {winner} against it at the end: "
-                          f"{tuned.final} {_interval(tuned.ratio, tuned.interval)}")  # fmt: skip
+                          f"{tuned.final} {ratio_text(tuned.ratio, tuned.interval)}")  # fmt: skip
         else:
             console.print(f"best: {start} (every other configuration was a tie or slower)")
         p50, interval = tuned.written_p50

@@ -173,17 +173,18 @@ class RunnerTimer(BlockTimer):
             adb(self.serial, "push", str(artifact.path), self._model, timeout=600)
             adb(self.serial, "push", str(local_runner), self._runner, timeout=600)
             shell(self.serial, ["chmod", "755", self._runner])
-            first = self._run(1)
+            first = self._run(1, watch=True)  # untimed: dumpsys's work beside no timed run
         except BaseException:
             self.close()  # nothing of ours stays on the phone
             raise
         self.load_ms, self.first_ms = first.get("load_ms"), first.get("first_ms")
         self.warm_ms = max(first.get("mean_ms", 1.0), 1e-3)
 
-    def _run(self, runs: int) -> dict[str, float]:
+    def _run(self, runs: int, watch: bool = False) -> dict[str, float]:
+        """One run of the runner; ``watch``: dumpsys reads its process meanwhile."""
         command = self._official.command(self._runner, self._model, self._threads, runs, self._gpu)
         self.runtime["command"] = json.dumps(command)
-        with self._memory.watching():
+        with self._memory.watching() if watch else contextlib.nullcontext():
             output = shell(self.serial, command, timeout=1800)
         try:
             figures = self._official.parse(output)
@@ -211,8 +212,8 @@ class RunnerTimer(BlockTimer):
 
     @property
     def memory(self) -> dict[str, Any]:
-        """What dumpsys read of the runner's process over this session's runs (kB), and what
-        the runner said of itself (MB)."""
+        """What dumpsys read of the runner's process during its first run (kB), and what the
+        runner said of itself over the session's runs (MB)."""
         return {**self._memory.figures(), "runner_mb": dict(self._runner_says)}
 
     def block(self, runs: int) -> Block:

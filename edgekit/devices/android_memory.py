@@ -1,7 +1,8 @@
 """The memory of a runner's process on an Android device, read while it runs: ``adb shell pidof``
 finds the process, ``adb shell dumpsys meminfo PID`` reads its proportional and resident set
-sizes (TOTAL PSS and TOTAL RSS, kB). One reading per run of the runner: dumpsys makes the phone's
-system_server walk the process's page maps, which is work on the phone beside the timed invokes."""
+sizes (TOTAL PSS and TOTAL RSS, kB). Read during a session's first, untimed run only: dumpsys
+makes the phone's system_server walk the process's page maps, work that would otherwise run on the
+phone beside timed invokes."""
 
 from __future__ import annotations
 

@@ -135,13 +135,17 @@ def interleave(
     runs, rounds = block_sizes(timers, protocol)
     result = Interleaved([timer.label for timer in timers], runs, [[] for _ in timers])
     starts, session = session_starts(rounds, protocol.sessions), 0
+    # the rounds that count toward the plan: a disturbed round that earns another does not, so
+    # the extra round runs in the same session and every session keeps its clean rounds
+    counted = 0
     if guard.enabled:
         reading = wait_for_quiet(guard.threshold, max_wait_s=guard.settle_max_s)
         result.settle = None if reading is None else reading.foreign
     extra_budget = 0
     index = 0
     while index < rounds + extra_budget:
-        if index in starts:
+        if counted in starts:
+            starts.discard(counted)
             session += 1
             if protocol.session_gap_s > 0:
                 if progress:
@@ -169,6 +173,8 @@ def interleave(
         result.session_of_round.append(session)
         if disturbed and extra_budget < guard.retries * rounds:
             extra_budget += 1  # one more round for each disturbed one, within the budget
+        else:
+            counted += 1
         index += 1
         if progress and index % 5 == 0:
             progress(f"round {index}/{rounds + extra_budget}")

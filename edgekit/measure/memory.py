@@ -204,8 +204,9 @@ def dumpsys_record(label: str, device: str, threads: int, figures: dict[str, Any
     record.planned_mb = None if planned is None else planned / 2**20
     record.runner_mb = dict(figures.get("runner_mb") or {})
     record.notes.append(f"{where}: the highest TOTAL RSS and TOTAL PSS of {figures['readings']} "
-                        "readings, one per run; no trivial model runs there, so the runtime's "
-                        "floor, the model's share and its residual are not measured")  # fmt: skip
+                        "reading(s) during the runner's untimed first run; no trivial model runs "
+                        "there, so the runtime's floor, the model's share and its residual are "
+                        "not measured")  # fmt: skip
     return record
 
 

@@ -20,7 +20,14 @@ TUNING_COLUMNS = (
 )
 
 
-def _ms(value: float | None) -> str:
+def ratio_text(ratio: float | None, interval: Any) -> str:
+    """``ratio [low, high]``, or ``-`` where there is none."""
+    if ratio is None or interval is None:
+        return "-"
+    return f"{ratio:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
+def ms_or_dash(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
@@ -44,13 +51,10 @@ def tuning_row(record: dict[str, Any]) -> list[str]:
     if "error" in record:
         return [record["label"], record["device"], "-", "-", "-",
                 f"not tuned: {record['error']}", "-"]  # fmt: skip
-    ratio, interval = record.get("ratio"), record.get("interval")
-    compared = "-"
-    if ratio is not None and interval is not None:
-        compared = f"{ratio:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+    compared = ratio_text(record.get("ratio"), record.get("interval"))
     shown = record.get("changed") or record.get("tied") or {}  # a final tie keeps the default
-    return [record["label"], record["device"], _ms(record.get("default_p50_ms")),
-            _ms(record.get("best_p50_ms")), compared, _verdict(record),
+    return [record["label"], record["device"], ms_or_dash(record.get("default_p50_ms")),
+            ms_or_dash(record.get("best_p50_ms")), compared, _verdict(record),
             _options(shown)]  # fmt: skip
 
 

@@ -241,8 +241,10 @@ def p50_interval(result: Interleaved, sides: list[int]) -> tuple[float, float] |
     the prediction factors of the run's sessions, every side's spread pooled."""
     alive = [side for side in range(len(result.blocks)) if side not in result.failed]
     rounds: list[int] = result.rounds_used
-    if len(set(result.sessions_used)) < 2:  # the clean rounds all fell in one session: a
-        rounds = list(range(len(result.session_of_round)))  # prediction needs them all
+    # the clean rounds all in one session (the guard's extra rounds spent before the others
+    # had theirs): a prediction needs every session, disturbed rounds and all
+    if len(set(result.sessions_used)) < 2:
+        rounds = list(range(len(result.session_of_round)))
     sessions = len({result.session_of_round[r] for r in rounds})
     factors = session_prediction([result.session_p50s_ms(s, rounds) for s in alive], sessions)
     if factors is None:
