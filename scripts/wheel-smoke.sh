@@ -3,14 +3,14 @@
 # non-editable into a fresh venv with the lock as constraints, and from there, away from the
 # checkout (so `import edgekit` can only be the wheel's): pip check, every command's --help,
 # `import edgekit.cluster`, and an export plus bench of the default model with an empty edgekit
-# cache (the weights must come from the wheel). pip's own cache is the one `make install` filled,
-# so nothing is downloaded again. A few minutes; .ci/run runs it after `make install`.
+# cache (the weights must come from the wheel). It needs nothing of the project's venv (`build`
+# comes into a small venv of its own, at the lock's version), so .ci/run starts it beside
+# `make install`, and both take from pip's cache. A few minutes.
 #
-#   bash scripts/wheel-smoke.sh            # VENV (the one with `build`), PYTHON as for make
+#   bash scripts/wheel-smoke.sh            # PYTHON as for make
 set -euo pipefail
 cd "$(dirname "$0")/.."
 checkout=$PWD
-VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -18,9 +18,11 @@ trap 'rm -rf "$work"' EXIT
 step() { printf 'wheel-smoke: %s (%ds)\n' "$1" "$SECONDS"; }
 
 step "python -m build"
+"$PYTHON" -m venv "$work/build-venv"
+"$work/build-venv/bin/pip" install --quiet -c requirements.lock build
 # from a copy of what a fresh clone holds for it, without the checkout's *.egg-info: setuptools
 # would take a stale SOURCES.txt there for the sdist's file list
-"$VENV/bin/python" - "$work/source" <<'EOF'
+"$PYTHON" - "$work/source" <<'EOF'
 import shutil
 import sys
 from pathlib import Path
@@ -31,7 +33,7 @@ for name in ("pyproject.toml", "README.md"):
     shutil.copy2(name, source / name)
 shutil.copytree("edgekit", source / "edgekit", ignore=shutil.ignore_patterns("__pycache__"))
 EOF
-"$VENV/bin/python" -m build --outdir "$work/dist" "$work/source" >"$work/build.log" 2>&1 ||
+"$work/build-venv/bin/python" -m build --outdir "$work/dist" "$work/source" >"$work/build.log" 2>&1 ||
   { tail -40 "$work/build.log"; exit 1; }
 wheels=("$work"/dist/edgekit_bench-*.whl)
 step "install ${wheels[0]##*/}[cpu] into a fresh venv"

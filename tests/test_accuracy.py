@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from types import SimpleNamespace
 
 import numpy as np
 import onnx
@@ -78,6 +79,33 @@ def test_artifacts_measured_against_one_source_share_its_logits(export_digits, m
     assert shared[1].to_dict() | {"fingerprint": None} == alone.to_dict() | {"fingerprint": None}
     evaluate_artifact(int8, source=source, baseline=baseline, limit=100)  # other images
     assert passes == [899, 899, 100]
+
+
+def test_a_source_reloaded_from_the_manifest_runs_once_per_process(export_digits, monkeypatch):
+    from edgekit.measure import accuracy
+    from edgekit.sources.source import SourceModel
+
+    monkeypatch.setattr(accuracy, "RELOADED_BASELINES", BaselineLogits(keep=8))
+    passes = []
+    predict = SourceModel.predict
+    monkeypatch.setattr(
+        SourceModel, "predict", lambda self, x: passes.append(len(x)) or predict(self, x)
+    )
+    int8 = export_digits("onnx", "int8").path
+    first, again = evaluate_artifact(int8), evaluate_artifact(int8)  # as two gates would
+    assert passes == [899]
+    assert first.to_dict() | {"fingerprint": None} == again.to_dict() | {"fingerprint": None}
+
+
+def test_baseline_logits_keep_only_the_most_recently_used_inputs():
+    passes = []
+    source = SimpleNamespace(
+        digest="d", predict=lambda x: passes.append(len(x)) or np.zeros((len(x), 2), np.float32)
+    )
+    kept = BaselineLogits(keep=2)
+    for images in (1, 2, 1, 3, 2, 1):
+        kept(source, np.zeros((images, 1), np.float32))
+    assert passes == [1, 2, 3, 2, 1]  # 1 was used again before 3 came, so 2 went first
 
 
 def test_a_damaged_artifact_fails_the_gate_and_a_good_one_passes(export_digits, tmp_path, capsys):

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import plumbing_config, run_cli
 from stand_ins import stand_in_adb_env
 
 from edgekit.devices import android, get_device
@@ -20,7 +20,8 @@ from edgekit.targets.onnx.android import parse as parse_ort_perf_test
 from edgekit.targets.tflite.android import parse as parse_benchmark_model
 from edgekit.worker.latency import Protocol
 
-pytestmark = pytest.mark.timing  # measures with the noise guard on: runs alone
+# no timing mark: the phone is a stand-in whose latency is recorded, so every measurement here
+# turns the noise guard off and runs beside other tests
 
 DATA = Path(__file__).parent / "data"
 RECORDED_PSS_KB, RECORDED_RSS_KB = 6178, 12268  # tests/data/dumpsys_meminfo_benchmark_model.txt
@@ -54,6 +55,7 @@ def test_bench_on_android_pushes_runs_and_cleans_up(stand_in_adb, export_digits,
         "2",
         "--rounds",
         "3",
+        "--no-noise-guard",
         "--json",
     )
     assert result.code == 0, result.err
@@ -74,6 +76,8 @@ def test_run_with_android_benchmarks_the_phone(stand_in_adb, tmp_path, capsys):
     result = run_cli(
         capsys,
         "run",
+        "--config",
+        str(plumbing_config(tmp_path)),
         "--target",
         "tflite",
         "--recipe",
@@ -108,7 +112,7 @@ def test_a_failing_runner_is_a_failed_measurement_and_still_cleans_up(
 ):
     monkeypatch.setenv("ADB_RUNNER_FAILS", "1")
     path = export_digits("tflite", "int8").path
-    result = run_cli(capsys, "bench", str(path), "--device", "android")
+    result = run_cli(capsys, "bench", str(path), "--device", "android", "--no-noise-guard")
     assert result.code == 1 and "could not load model" in result.err
     assert _calls(stand_in_adb["log"])[-1][-1] == "rm -rf /data/local/tmp/edgekit"
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import plumbing_config, run_cli
 
 from edgekit.common.machine import cuda_facts
 from edgekit.devices import get_device
@@ -16,14 +16,16 @@ from edgekit.errors import DeviceUnavailable, UserInputError
 from edgekit.results import Row
 from edgekit.targets.session import Accelerator
 
-pytestmark = pytest.mark.timing
+# no timing mark: the run below tests plumbing (which rows, which reasons), with the noise guard
+# off, so it runs beside other tests
 
 
 @pytest.mark.skipif(
     bool(cuda_facts().get("available")), reason="a CUDA GPU is here: gpu_check.sh measures it"
 )
 def test_a_run_that_asks_for_server_rows_says_why_they_are_missing(capsys, tmp_path):
-    result = run_cli(capsys, "run", "--target", "onnx,tflite", "--recipe", "fp32", "--device",
+    result = run_cli(capsys, "run", "--config", str(plumbing_config(tmp_path)),
+                     "--target", "onnx,tflite", "--recipe", "fp32", "--device",
                      "cpu,server-cuda,server-tensorrt", "--no-profile", "--rounds", "2",
                      "--min-runs", "5", "--min-seconds", "0.05", "--runs-dir", str(tmp_path),
                      "--history", str(tmp_path / "h.sqlite"), "--json")  # fmt: skip

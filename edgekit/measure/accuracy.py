@@ -8,6 +8,7 @@ same artifact's logits there against the host's (``versus_host``)."""
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,16 +202,28 @@ def dataset_for(artifact: Artifact, data: str) -> Dataset:
 
 class BaselineLogits:
     """The source model's logits, computed once per model and input for every artifact measured
-    against them (a run evaluates several artifacts, and several devices, on one split)."""
+    against them (a run evaluates several artifacts, and several devices, on one split). With
+    ``keep``, only the ``keep`` most recently used inputs stay."""
 
-    def __init__(self) -> None:
-        self._logits: dict[tuple, np.ndarray] = {}
+    def __init__(self, keep: int | None = None) -> None:
+        self._logits: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._keep = keep
 
     def __call__(self, source: SourceModel, x: np.ndarray) -> np.ndarray:
         key = (source.digest, x.shape, x.dtype.str, hashlib.blake2b(x.tobytes()).hexdigest())
         if key not in self._logits:
             self._logits[key] = source.predict(x)
+            if self._keep is not None and len(self._logits) > self._keep:
+                self._logits.popitem(last=False)
+        self._logits.move_to_end(key)
         return self._logits[key]
+
+
+# The logits of sources this module reloaded itself from an artifact's manifest, for the
+# process's later evaluations against the same weights (a test file's accuracy gates, or a
+# script that evaluates file after file): reloaded weights cannot have been changed by a
+# caller, and the key is their digest.
+RELOADED_BASELINES = BaselineLogits(keep=8)
 
 
 def evaluate_artifact(
@@ -251,6 +264,7 @@ def evaluate_artifact(
         source = None
     elif source is None or source.digest != getattr(artifact.manifest.source, "digest", None):
         source = source_for(artifact)
+        baseline = baseline or RELOADED_BASELINES
     if dataset is None:
         dataset = dataset_for(artifact, data)
     classes = len(artifact.manifest.preprocessing["class_names"])
