@@ -245,7 +245,8 @@ def evaluate_artifact(
     ``source`` and ``dataset`` let a caller that already holds them (``edgekit run``) skip
     reloading; the source must be the one the artifact was exported from. ``host_logits``
     replaces the host reference of a compare-to-host device (tests perturb it). ``baseline``
-    keeps the source's logits for the caller's next artifact."""
+    keeps the source's logits for the caller's next artifact; a source reloaded here from the
+    manifest keeps them for the process's later evaluations (``RELOADED_BASELINES``)."""
     from edgekit.common.machine import fingerprint
     from edgekit.targets import runtime_versions
 
