@@ -197,9 +197,9 @@ class RunnerTimer(BlockTimer):
         return shell(self.serial, command, timeout=ADB_TIMEOUT_S)
 
     def _peak_rss_mb(self, figures: dict[str, float]) -> float | None:
-        """The row's peak: dumpsys's highest TOTAL RSS where it read the process (the memory
+        """The row's peak: dumpsys's TOTAL RSS where it read the process (the memory
         table's figure too), else what the runner says of itself."""
-        read = self._memory.figures()["rss_kb"]
+        read = (self._memory.reading or {}).get("rss_kb")
         if read is not None:
             return read / 1024.0
         return figures.get("peak_rss_mb", self.peak_rss_mb)

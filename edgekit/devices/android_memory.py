@@ -84,13 +84,13 @@ Shell = Callable[[list[str]], str]  # a command on the device -> what it printed
 
 
 class RunnerMemory:
-    """What dumpsys read of a runner's process over the runs of one session: the highest TOTAL
-    PSS and TOTAL RSS of its readings, and why a run gave none."""
+    """What dumpsys read of a runner's process in one session (a session watches one run, its
+    first): its TOTAL PSS and TOTAL RSS, or why it read nothing."""
 
     def __init__(self, shell: Shell, serial: str, process: str) -> None:
         self.shell, self.serial, self.process = shell, serial, process
-        self.readings: list[dict[str, int]] = []
-        self.failures: list[str] = []
+        self.reading: dict[str, int] | None = None
+        self.failure: str | None = None
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
@@ -110,16 +110,16 @@ class RunnerMemory:
             while not ended.is_set():
                 pids = self._pids()
                 if len(pids) > 1:
-                    self.failures.append(f"several processes named {self.process} on "
-                                         f"{self.serial} (pids {' '.join(map(str, pids))}): "
-                                         "dumpsys cannot tell which is this run")  # fmt: skip
+                    self.failure = (f"several processes named {self.process} on {self.serial} "
+                                    f"(pids {' '.join(map(str, pids))}): dumpsys cannot tell "
+                                    "which is this run")  # fmt: skip
                     return
                 if pids:
                     self._read(pids[0])
                     return
                 ended.wait(POLL_S)
         except (DeviceUnavailable, OSError, subprocess.SubprocessError) as exc:
-            self.failures.append(first_line(exc))
+            self.failure = first_line(exc)
 
     def _pids(self) -> list[int]:
         try:
@@ -129,20 +129,19 @@ class RunnerMemory:
 
     def _read(self, pid: int) -> None:
         try:
-            self.readings.append(parse_meminfo(self.shell(["dumpsys", "meminfo", str(pid)])))
+            self.reading = parse_meminfo(self.shell(["dumpsys", "meminfo", str(pid)]))
         except (DeviceUnavailable, ValueError) as exc:
-            self.failures.append(first_line(exc))
+            self.failure = first_line(exc)
 
     def figures(self) -> dict[str, Any]:
         """The session's memory for ``edgekit.measure.memory`` (kB)."""
-        pss = [reading["pss_kb"] for reading in self.readings]
-        rss = [reading["rss_kb"] for reading in self.readings if "rss_kb" in reading]
+        reading = self.reading or {}
         return {
             "source": SOURCE,
             "serial": self.serial,
             "process": self.process,
-            "readings": len(self.readings),
-            "pss_kb": max(pss, default=None),
-            "rss_kb": max(rss, default=None),
-            "failure": self.failures[0] if self.failures else None,
+            "readings": 0 if self.reading is None else 1,
+            "pss_kb": reading.get("pss_kb"),
+            "rss_kb": reading.get("rss_kb"),
+            "failure": self.failure,
         }

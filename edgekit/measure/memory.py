@@ -188,8 +188,8 @@ def _file_facts(path: str | Path, target: str) -> tuple[int, int | None, str]:
 def dumpsys_record(label: str, device: str, threads: int, figures: dict[str, Any],
                    path: str | Path, target: str) -> MemoryRecord:  # fmt: skip
     """A phone's runner as ``dumpsys meminfo`` read its process while it ran (figures in kB,
-    from ``edgekit.devices.android_memory``): the highest TOTAL RSS is the process's peak as
-    sampled, the highest TOTAL PSS beside it, and the file's own facts. No trivial model runs
+    from ``edgekit.devices.android_memory``): its TOTAL RSS is the process's peak as sampled,
+    its TOTAL PSS beside it, and the file's own facts. No trivial model runs
     there, so the floor, the model's share and its residual stay unmeasured (None)."""
     where = f"dumpsys meminfo of the runner's process on {figures['serial']} ({figures['process']})"
     if not figures.get("readings"):
@@ -203,10 +203,9 @@ def dumpsys_record(label: str, device: str, threads: int, figures: dict[str, Any
     record.file_mb = size / 2**20
     record.planned_mb = None if planned is None else planned / 2**20
     record.runner_mb = dict(figures.get("runner_mb") or {})
-    record.notes.append(f"{where}: the highest TOTAL RSS and TOTAL PSS of {figures['readings']} "
-                        "reading(s) during the runner's untimed first run; no trivial model runs "
-                        "there, so the runtime's floor, the model's share and its residual are "
-                        "not measured")  # fmt: skip
+    record.notes.append(f"{where}: TOTAL RSS and TOTAL PSS read once, during the runner's "
+                        "untimed first run; no trivial model runs there, so the runtime's floor, "
+                        "the model's share and its residual are not measured")  # fmt: skip
     return record
 
 
