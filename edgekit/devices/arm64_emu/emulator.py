@@ -173,7 +173,9 @@ class Emulator:
             "QEMU_CPU": cpu,
             "PYTHONPATH": str(self.root / f"site-{land.name}"),
             "PYTHONNOUSERSITE": "1",
-            "PYTHONDONTWRITEBYTECODE": "1",
+            # no PYTHONDONTWRITEBYTECODE: the userland's Debian packages ship no bytecode (their
+            # postinst compiles it; dpkg -x runs none), so the guest caches what it compiles
+            # (atomically, beside the sources) instead of compiling it emulated in every process
             "TF_CPP_MIN_LOG_LEVEL": "3",
             **{k: v for k, v in os.environ.items() if k == "EDGEKIT_TEST_CRASH"},
         }
