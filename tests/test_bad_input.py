@@ -180,7 +180,7 @@ CASES = {
         ["export", "--target", "onnx", "--int8", "--io", "int8"], None, 2, "--io int8 applies"),
     "export-unknown-keep-float": (
         ["export", "--target", "onnx", "--int8", "--keep-float", "block99.dw"], None, 2,
-        "cannot keep block99.dw float"),
+        "onnx: no module block99.dw in digits-mobilenet"),
     "export-negative-max-drop": (
         ["export", "--int8", "--max-drop", "-1"], None, 2, "--max-drop must be >= 0"),
     "export-max-drop-without-int8": (["export", "--max-drop", "1"], None, 2, "needs --int8"),

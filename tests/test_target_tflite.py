@@ -23,6 +23,7 @@ from edgekit.errors import DeviceUnavailable, UnsupportedExport, UserInputError
 from edgekit.sources.source import SourceModel
 from edgekit.targets import get_target
 from edgekit.targets.base import ExportRequest
+from edgekit.targets.layermap import unmapped_reason
 from edgekit.targets.session import Accelerator
 from edgekit.targets.tflite.flatbuffer import graph_ops
 
@@ -234,14 +235,19 @@ def test_unsupported_combinations_say_why(target, digits_model, calibration, tmp
         target.export(
             ExportRequest(digits_model, "int8-dynamic", tmp_path / "b", keep_float=("block2.dw",))
         )
+    # a path that names no module is refused before converting
     with pytest.raises(
-        UserInputError, match=r"cannot keep block2\.x float: no op of the tflite file comes from it"
+        UserInputError, match=r"tflite int8: no module block2\.x in digits-mobilenet"
     ):
         target.export(
             ExportRequest(
                 digits_model, "int8", tmp_path / "b", calibration.x, keep_float=("block2.x",)
             )
         )
+    assert not (tmp_path / "b").exists()
+    # a module no op of the converted file comes from is refused with that reason (once converted)
+    reason = unmapped_reason("block2.x", ["stem", "block2.dw", None], "tflite")
+    assert reason == "no op of the tflite file comes from it or from a module inside it"
     with pytest.raises(UserInputError, match="needs calibration"):
         target.export(ExportRequest(digits_model, "int8", tmp_path / "c"))
     jax_model = SourceModel("j", "jax", None, digits_model.preprocess, "d", "s")

@@ -62,6 +62,20 @@ def ops_from(path: str, modules: Sequence[str | None]) -> list[int]:
     return [i for i, module in enumerate(modules) if module is not None and _inside(module, path)]
 
 
+def require_modules(target: str, module: Any, source_name: str, keep_float: Sequence[str]) -> None:
+    """Refuse, before any conversion, a ``keep_float`` path that names no module of the torch
+    ``module``: a typo is one line at once, not after a conversion of many seconds."""
+    from edgekit.errors import UserInputError
+
+    known = dict(module.named_modules())
+    missing = [path for path in keep_float if path not in known]
+    if missing:
+        raise UserInputError(
+            f"{target}: no module {', '.join(missing)} in {source_name} "
+            "(keep_float takes torch module paths such as block2.dw)"
+        )
+
+
 def unmapped_reason(path: str, modules: Sequence[str | None], target: str) -> str:
     """Why no op in ``modules`` (each op's module path, None where the file keeps none) comes
     from module ``path``."""

@@ -84,15 +84,9 @@ def check_keep_float(request: ExportRequest, module: Any, example: np.ndarray) -
     module filter matches nodes by module stack, and a filter that matches nothing keeps
     nothing float, silently."""
     from edgekit.quantize.layers import exported_graph
-    from edgekit.targets.layermap import ops_from, unmapped_reason
+    from edgekit.targets.layermap import ops_from, require_modules, unmapped_reason
 
-    known = dict(module.named_modules())
-    missing = [path for path in request.keep_float if path not in known]
-    if missing:
-        raise UserInputError(
-            f"executorch: no module {', '.join(missing)} in {request.source.name} "
-            "(keep_float takes torch module paths such as block2.dw)"
-        )
+    require_modules("executorch", module, request.source.name, request.keep_float)
     modules = [
         clean_module_path(list(stack.values())[-1][0]) if stack else None
         for node in exported_graph(module, example).nodes

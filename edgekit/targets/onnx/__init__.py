@@ -63,6 +63,10 @@ class OnnxTarget(Target):
         own_graph = source.framework == "onnx"
         details: dict[str, Any] = {"recipe": request.recipe}
         warn: list[str] = []
+        if request.keep_float and not own_graph:
+            from edgekit.targets.layermap import require_modules
+
+            require_modules("onnx", source.module, source.name, request.keep_float)
         with temporary_directory(".onnx-", request.output.parent) as work:
             fp32 = work / "fp32.onnx"
             if own_graph:

@@ -110,6 +110,12 @@ class TFLiteTarget(Target):
             raise UnsupportedExport(
                 f"tflite {request.recipe}: keep_float applies to the int8 recipe only"
             )
+        if request.keep_float:
+            from edgekit.targets.layermap import require_modules
+
+            require_modules(
+                "tflite int8", request.source.module, request.source.name, request.keep_float
+            )
         output = Path(request.output)
         output.parent.mkdir(parents=True, exist_ok=True)
         with temporary_directory(".tflite-", output.parent) as scratch:
