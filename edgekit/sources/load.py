@@ -20,6 +20,7 @@ import importlib
 import logging
 import pickle
 import sys
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -289,6 +290,10 @@ def _load_exported_program(path: Path) -> SourceModel:
 def _load_keras(path: Path) -> SourceModel:
     if not path.is_file():
         raise UserInputError(f"{path}: model file not found")
+    if path.suffix == ".keras" and not zipfile.is_zipfile(path):  # said before TensorFlow starts
+        raise UserInputError(
+            f"{path}: not a loadable Keras model (not a zip archive, as a .keras file is)"
+        )
     try:
         import keras
 
