@@ -178,8 +178,10 @@ def test_the_results_table_sorts_by_a_click_and_filters_by_text(page):
     ascending = [float(cell) for cell in shown(column)]
     header.click()
     descending = [float(cell) for cell in shown(column)]
-    assert len(ascending) == 3 and len(set(ascending)) == 3  # baseline, fp32, int8
+    # baseline, fp32, int8: the two files may tie at three decimals, the baseline (torch) not
+    assert len(ascending) == 3 and len(set(ascending)) >= 2
     assert ascending == sorted(ascending) and descending == sorted(ascending, reverse=True)
+    assert ascending != descending  # the click reordered the rows
     box = page.find_element(By.CSS_SELECTOR, "input.filter[data-table='results-0']")
     box.send_keys("int8")
     assert shown(headers.index("recipe")) == ["int8"]
