@@ -61,9 +61,17 @@ print(f"wheel-smoke: edgekit {edgekit.__version__} from {where.parent}")
 EOF
 
 step "every command's --help, beside an export of the default model (onnx, fp32), then its bench"
-# the command paths from the app itself, so a new command is never left out
-"$bin/python" >"$work/commands" <<'EOF'
+# every command's --help in one process (click's CliRunner, the app's own command tree, so a new
+# command is never left out): a process per command spent its time starting Python, twice (the
+# console script supervises a child); the console script's own --help runs once, as a user's
+helps() {
+  "$bin/edgekit" --help | grep -q "Usage: edgekit" ||
+    { echo "wheel-smoke: 'edgekit --help' printed no usage"; return 1; }
+  "$bin/python" - <<'EOF'
+import sys
+
 import typer
+from typer.testing import CliRunner
 
 from edgekit.cli import app
 
@@ -74,23 +82,21 @@ def walk(command, path):
         yield from walk(sub, [*path, name])
 
 
-for path in walk(typer.main.get_command(app), []):
-    print(" ".join(path))
+runner = CliRunner()
+paths = list(walk(typer.main.get_command(app), []))
+for path in paths:
+    shown = " ".join(["edgekit", *path])
+    result = runner.invoke(app, [*path, "--help"], prog_name="edgekit")
+    if result.exit_code != 0:
+        sys.exit(f"wheel-smoke: '{shown} --help' failed ({result.exit_code}): {result.output}")
+    if "Usage: edgekit" not in result.output:
+        sys.exit(f"wheel-smoke: '{shown} --help' printed no usage")
+print(f"wheel-smoke: {len(paths)} commands answered --help")
 EOF
-# the --help calls (each a process start, most of their time) run beside the export, which
-# times nothing; the bench, which times invokes, runs after them, with nothing of this script
-# beside it (its figure is a smoke of the command, not a result: .ci/run's installs still run)
-helps() {
-  local count=0
-  while read -r -a command; do
-    "$bin/edgekit" "${command[@]}" --help >"$work/help.txt" ||
-      { echo "wheel-smoke: 'edgekit ${command[*]} --help' failed"; cat "$work/help.txt"; return 1; }
-    grep -q "Usage: edgekit" "$work/help.txt" ||
-      { echo "wheel-smoke: 'edgekit ${command[*]} --help' printed no usage"; return 1; }
-    count=$((count + 1))
-  done <"$work/commands"
-  echo "wheel-smoke: $count commands answered --help"
 }
+# the --help calls run beside the export, which times nothing; the bench, which times invokes,
+# runs after them, with nothing of this script beside it (its figure is a smoke of the command,
+# not a result: .ci/run's installs still run)
 helps &
 help_job=$!
 "$bin/edgekit" export --target onnx --recipe fp32 --output "$work/artifacts"
