@@ -63,7 +63,7 @@ class OnnxTarget(Target):
         own_graph = source.framework == "onnx"
         details: dict[str, Any] = {"recipe": request.recipe}
         warn: list[str] = []
-        if request.keep_float and not own_graph:
+        if request.keep_float and source.framework == "torch":
             from edgekit.targets.layermap import require_modules
 
             require_modules("onnx", source.module, source.name, request.keep_float)
