@@ -24,22 +24,9 @@ _TYPES = {str: "text", int: "integer", float: "number", bool: "flag", Path: "pat
 
 def commands() -> dict[str, Any]:
     """Every leaf command of ``edgekit`` by its path (``"zoo list"``), as click sees it."""
-    import typer
+    from edgekit.cli import commands as leaf_commands
 
-    from edgekit.cli import app
-
-    found: dict[str, Any] = {}
-
-    def walk(command: Any, path: list[str]) -> None:
-        subcommands = getattr(command, "commands", None)
-        if subcommands:
-            for name, sub in sorted(subcommands.items()):
-                walk(sub, [*path, name])
-        else:
-            found[" ".join(path)] = command
-
-    walk(typer.main.get_command(app), [])
-    return found
+    return leaf_commands()
 
 
 def _context(path: str, command: Any) -> Any:

@@ -60,47 +60,31 @@ assert Path(sys.argv[1]) not in where.parents, f"edgekit imported from the check
 print(f"wheel-smoke: edgekit {edgekit.__version__} from {where.parent}")
 EOF
 
-step "every command's --help, beside an export of the default model (onnx, fp32), then its bench"
-# every command's --help in one process (click's CliRunner, the app's own command tree, so a new
-# command is never left out): a process per command spent its time starting Python, twice (the
-# console script supervises a child); the console script's own --help runs once, as a user's
-helps() {
-  "$bin/edgekit" --help | grep -q "Usage: edgekit" ||
-    { echo "wheel-smoke: 'edgekit --help' printed no usage"; return 1; }
-  "$bin/python" - <<'EOF'
+step "every command's --help, an export of the default model (onnx, fp32), then its bench"
+# the console script's own --help as a user runs it, then every command's in one process
+# (click's CliRunner over edgekit.cli.commands, so a new command is never left out): a process
+# per command spent its time starting Python, twice (the console script supervises a child)
+"$bin/edgekit" --help | grep -q "Usage: edgekit" ||
+  { echo "wheel-smoke: 'edgekit --help' printed no usage"; exit 1; }
+"$bin/python" - <<'EOF'
 import sys
 
-import typer
 from typer.testing import CliRunner
 
-from edgekit.cli import app
-
-
-def walk(command, path):
-    yield path
-    for name, sub in sorted(getattr(command, "commands", {}).items()):
-        yield from walk(sub, [*path, name])
-
+from edgekit.cli import app, commands
 
 runner = CliRunner()
-paths = list(walk(typer.main.get_command(app), []))
+paths = commands(groups=True)
 for path in paths:
-    shown = " ".join(["edgekit", *path])
-    result = runner.invoke(app, [*path, "--help"], prog_name="edgekit")
+    shown = f"edgekit {path}".strip()
+    result = runner.invoke(app, [*path.split(), "--help"], prog_name="edgekit")
     if result.exit_code != 0:
         sys.exit(f"wheel-smoke: '{shown} --help' failed ({result.exit_code}): {result.output}")
     if "Usage: edgekit" not in result.output:
         sys.exit(f"wheel-smoke: '{shown} --help' printed no usage")
 print(f"wheel-smoke: {len(paths)} commands answered --help")
 EOF
-}
-# the --help calls run beside the export, which times nothing; the bench, which times invokes,
-# runs after them, with nothing of this script beside it (its figure is a smoke of the command,
-# not a result: .ci/run's installs still run)
-helps &
-help_job=$!
 "$bin/edgekit" export --target onnx --recipe fp32 --output "$work/artifacts"
-wait "$help_job"
 "$bin/edgekit" bench "$work"/artifacts/*.onnx --rounds 2 --min-runs 5 --min-seconds 0.05 \
   --no-noise-guard
 step "passed"

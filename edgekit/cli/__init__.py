@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import warnings
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's C++ start-up chatter
 
@@ -33,7 +34,24 @@ from edgekit.cli.console import err_console
 from edgekit.common.quiet import VERBOSE_ENV
 from edgekit.errors import EdgekitError
 
-__all__ = ["app", "main"]
+__all__ = ["app", "commands", "main"]
+
+
+def commands(groups: bool = False) -> dict[str, Any]:
+    """Every command of ``edgekit`` by its path (``"zoo list"``), as click sees it; with
+    ``groups``, the groups too (``""`` the app itself, ``"zoo"``). The docs' option tables, the
+    bad-input cases and the wheel smoke's ``--help`` calls all walk this one tree."""
+    found: dict[str, Any] = {}
+
+    def walk(command: Any, path: list[str]) -> None:
+        subcommands = getattr(command, "commands", None)
+        if groups or not subcommands:
+            found[" ".join(path)] = command
+        for name, sub in sorted((subcommands or {}).items()):
+            walk(sub, [*path, name])
+
+    walk(typer.main.get_command(app), [])
+    return found
 
 
 def _click_classes(name: str) -> tuple[type, ...]:
