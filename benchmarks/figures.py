@@ -355,6 +355,7 @@ BLOCKS = {
     "gates": lambda work: block_file("GATES.md"),
     "reproduce": lambda work: block_file("REPRODUCIBILITY.md", summary="- **over "),
     "before-after": lambda work: block_file("BEFORE_AFTER.md", summary="Slower after"),
+    "startup": lambda work: block_file("STARTUP.md"),
     "report": block_report,
     "foreign": block_foreign,
     "onnx-source": block_onnx_source,
@@ -368,7 +369,8 @@ BLOCKS = {
 
 # blocks copied from a benchmark's own page: their provenance is that page's
 RECORDED = {"gates": "GATES.md", "reproduce": "REPRODUCIBILITY.md",
-            "before-after": "BEFORE_AFTER.md", "tune-summary": "TUNE.md"}  # fmt: skip
+            "before-after": "BEFORE_AFTER.md", "tune-summary": "TUNE.md",
+            "startup": "STARTUP.md"}  # fmt: skip
 
 
 def block_pattern(name: str) -> re.Pattern[str]:
@@ -402,6 +404,7 @@ def main() -> None:
             "gate.py",
             "reproduce.py",
             "before_after.py",
+            "startup.py",
             "layer_profile.py",
             "cluster.py",
             "tune.py",

@@ -19,7 +19,9 @@ from edgekit.measure.bench import bench_artifact, bench_artifacts
 from edgekit.measure.gates import latency_regression
 from edgekit.worker.latency import NoiseGuard, Protocol
 
-pytestmark = pytest.mark.timing  # measures with the noise guard on: runs alone
+# What measures with the noise guard on, keeps a core busy on purpose or decides on a latency
+# is marked `timing` and runs alone; the rest checks the protocol's plumbing with the guard
+# off and asserts no speed, so it runs beside other tests.
 
 QUICK = Protocol(warmup=2, min_runs=20, min_seconds=0.2, rounds=6, block_seconds=0.05)
 NO_GUARD = NoiseGuard(enabled=False)
@@ -119,6 +121,7 @@ def _busy_outside_edgekit() -> int:
     return int(out.stdout.strip())
 
 
+@pytest.mark.timing
 def test_a_busy_process_beside_the_measurement_is_seen_and_marked(export_digits):
     """Another process keeping a core busy (a real one) shows in the noise guard's reading."""
     busy = _busy_outside_edgekit()
@@ -134,6 +137,7 @@ def test_a_busy_process_beside_the_measurement_is_seen_and_marked(export_digits)
     assert record.disturbed and any(w.startswith("DISTURBED") for w in record.warnings)
 
 
+@pytest.mark.timing
 def test_edgekit_keeping_its_own_parent_busy_is_not_other_processes(export_digits, monkeypatch):
     """The same busy loop, started by the process that runs the bench (as a live progress
     display would burn CPU there), is edgekit's own: booked apart, never as interference.
@@ -178,6 +182,7 @@ def test_the_guard_subtracts_the_whole_edgekit_tree(monkeypatch):
     assert reading.edgekit == pytest.approx(1.0)
 
 
+@pytest.mark.timing
 def test_the_tree_of_this_process_holds_its_busy_child():
     from edgekit.worker.interference import tree_cpu_seconds
 
@@ -201,6 +206,7 @@ def test_the_tree_of_this_process_holds_its_busy_child():
     assert tree_cpu_seconds(2**22 + 1) is None  # no such process: no tree
 
 
+@pytest.mark.timing
 def test_the_latency_gate_passes_an_artifact_against_itself_and_catches_a_slower_one(
     export_digits,
 ):

@@ -30,6 +30,30 @@ def test_digits_is_split_into_fixed_disjoint_halves():
     assert set(np.unique(data.evaluation.y)) == set(range(10))
 
 
+def test_digits_are_scikit_learns_read_without_importing_it():
+    """The rows of the file scikit-learn ships, as its load_digits gives them, read in a process
+    that never imports scikit-learn (its import was most of an export's start)."""
+    import subprocess
+    import sys
+
+    from sklearn.datasets import load_digits
+
+    from edgekit.sources.data import _digits_table
+
+    table, bunch = _digits_table(), load_digits()
+    np.testing.assert_array_equal(table[:, :-1], bunch.data)
+    np.testing.assert_array_equal(table[:, -1], bunch.target)
+    script = (
+        "import sys\n"
+        "from edgekit.sources.data import load_dataset\n"
+        "from edgekit.sources.preprocess import Preprocess\n"
+        "pre = Preprocess((32, 32), 1, (0.5,), (0.5,), tuple(str(d) for d in range(10)))\n"
+        "print(len(load_dataset('digits', pre).evaluation), 'sklearn' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.stdout.split() == ["899", "False"], done.stderr[-2000:]
+
+
 def _write_folder(root, classes=("cat", "dog"), per_class=3, size=(20, 24)):
     rng = np.random.default_rng(0)
     for name in classes:

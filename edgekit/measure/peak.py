@@ -268,4 +268,7 @@ def measure_peaks(threads: int = 1) -> dict[str, float]:
 
 
 if __name__ == "__main__":
+    from edgekit.common.shutdown import collect_once_at_exit
+
+    collect_once_at_exit()  # before the runtimes' import (edgekit.common.shutdown)
     main()

@@ -160,11 +160,31 @@ def check_images(spec: str, images: np.ndarray, pre: Preprocess, quiet: bool = F
 
 
 def _digits() -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """scikit-learn's digits as its ``load_digits`` gives them: 1797 8x8 images (0..16)."""
+    table = _digits_table()
+    images = (table[:, :-1].reshape(-1, 8, 8).astype(np.float32) / 16.0)[..., None]
+    return images, table[:, -1].astype(np.int64), tuple(str(digit) for digit in range(10))
+
+
+def _digits_table() -> np.ndarray:
+    """The rows of scikit-learn's ``digits.csv.gz`` (64 pixels, then the label), read where the
+    package ships it and as its ``load_digits`` reads it, without importing scikit-learn: that
+    import (its estimators, the parts of scipy they use) was most of an ``edgekit export``'s
+    start, for a 120 KB table (benchmarks/startup.py times the commands). Where the file is not
+    there (another layout of the package), through ``load_digits`` itself."""
+    import gzip
+    from importlib.util import find_spec
+
+    spec = find_spec("sklearn")  # finds a top-level package without importing it
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    shipped = Path(folders[0], "datasets", "data", "digits.csv.gz") if folders else None
+    if shipped is not None and shipped.is_file():
+        with gzip.open(shipped) as rows:
+            return np.loadtxt(rows, delimiter=",")
     from sklearn.datasets import load_digits
 
     bunch = load_digits()
-    images = (bunch.images.astype(np.float32) / 16.0)[..., None]  # 8x8, values 0..16
-    return images, bunch.target.astype(np.int64), tuple(str(name) for name in bunch.target_names)
+    return np.column_stack([bunch.data, bunch.target])
 
 
 def _synthetic(spec: str, pre: Preprocess) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:

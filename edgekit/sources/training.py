@@ -248,4 +248,7 @@ def _child_main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    from edgekit.common.shutdown import collect_once_at_exit
+
+    collect_once_at_exit()  # before torch's import (edgekit.common.shutdown)
     _child_main(sys.argv[1:])

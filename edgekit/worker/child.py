@@ -236,4 +236,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from edgekit.common.shutdown import collect_once_at_exit
+
+    collect_once_at_exit()  # before the runtime's import (edgekit.common.shutdown)
     main()

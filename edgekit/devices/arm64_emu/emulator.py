@@ -281,6 +281,7 @@ GUEST_MODULES = (
     "edgekit.targets.session",
     "edgekit.targets.manifest",
     "edgekit.worker.memory",
+    "edgekit.common.shutdown",
 )
 
 

@@ -130,4 +130,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from edgekit.common.shutdown import collect_once_at_exit
+
+    collect_once_at_exit()  # under emulation the exit's collections cost more still
     main()
