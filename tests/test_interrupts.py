@@ -19,9 +19,10 @@ import pytest
 
 from edgekit.artifacts.artifact import load_artifact
 
-# What is timed here (a command stopping within 5 s of its signal) runs alone, in the timing
-# phase: a sibling beside it would stretch the stop. The rest (full disks, crashes, two runs
-# writing one history) asserts no wall time and runs beside other tests.
+# Every test here runs beside other tests, the Ctrl-C ones included: a user presses Ctrl-C on a
+# machine busy with the export, and the promise (stopped within 5 s of the signal, only complete
+# files left) must hold there. The supervisor keeps it whatever the command does: it kills the
+# group GRACE_S (4 s) after the first signal and removes the partial files the journal names.
 
 EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
 TESTS = Path(__file__).parent
@@ -111,7 +112,6 @@ def _only_complete_artifacts(folder: Path) -> list[str]:
     return names
 
 
-@pytest.mark.timing
 @pytest.mark.slow
 @pytest.mark.parametrize(("sig", "group"), [(signal.SIGINT, True), (signal.SIGTERM, False)])
 def test_an_export_stops_within_5_seconds_and_keeps_only_complete_artifacts(tmp_path, sig, group):
@@ -128,7 +128,6 @@ def test_an_export_stops_within_5_seconds_and_keeps_only_complete_artifacts(tmp_
     assert not list(_scratch(tmp_path).glob("edgekit-*"))  # the workers' scratch folders went
 
 
-@pytest.mark.timing
 @pytest.mark.slow
 def test_a_run_stops_within_5_seconds_and_leaves_no_partial_run(tmp_path):
     runs = tmp_path / "runs"
@@ -160,7 +159,6 @@ def test_a_run_stops_within_5_seconds_and_leaves_no_partial_run(tmp_path):
     assert not left, left  # nothing of the unfinished run
 
 
-@pytest.mark.timing
 @pytest.mark.slow
 def test_a_second_ctrl_c_kills_at_once(tmp_path):
     out = tmp_path / "out"

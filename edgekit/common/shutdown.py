@@ -4,7 +4,8 @@ the training child's and the emulated ARM64 guest's.
 At shutdown CPython runs its cyclic garbage collector over the whole heap more than once, and a
 process that imported torch holds a large one. Collected once by an ``atexit`` step and then
 frozen (``gc.freeze``), the heap is skipped by the interpreter's own last collections: what was
-garbage is still collected, its finalizers run, and every object is released as before. Only
+garbage then is still collected and its finalizers run; objects still referenced go with the
+process, as most of them did before (atexit handlers and weakref finalizers run as ever). Only
 the process's entry point calls this, never a library function: frozen objects are never
 collected again, which is right at exit and wrong in a process that goes on (a test session).
 ``benchmarks/startup.py`` times the commands before and after."""
