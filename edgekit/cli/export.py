@@ -86,6 +86,13 @@ def export(
     point_estimate: Annotated[
         bool, typer.Option("--point-estimate", help="--max-drop on the drop, not its upper bound")
     ] = False,
+    noise_guard: Annotated[
+        bool,
+        typer.Option(
+            "--noise-guard/--no-noise-guard",
+            help="--max-drop: time each step only while no other process is busy",
+        ),
+    ] = True,
     as_json: JsonOption = False,
     foreign: ForeignOptions = None,
 ) -> None:
@@ -110,11 +117,13 @@ def export(
         if keep:
             raise UserInputError("--max-drop chooses the float layers itself; drop --keep-float")
         from edgekit.export.accuracy_aware import export_accuracy_aware
+        from edgekit.worker.latency import NoiseGuard
 
         for name in targets:
             aware = export_accuracy_aware(
                 source, dataset, name, max_drop, output, calibration_samples, max_steps,
                 point_estimate=point_estimate,
+                bench_guard=None if noise_guard else NoiseGuard(enabled=False),
             )  # fmt: skip
             if as_json:
                 written = {"path": str(aware.artifact.path), **aware.artifact.manifest.to_dict()}
