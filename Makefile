@@ -29,8 +29,10 @@ demo: $(STAMP)
 	$(VENV)/bin/edgekit run --model digits-mobilenet --data digits --accuracy-aware
 
 # Two phases: everything but the `timing` tests on two workers (whole files per worker, so a
-# module's fixtures are built once), then the timing tests alone, since a sibling beside a
-# measurement is the noise it guards against. Both share one store of exported artifacts.
+# module's fixtures are built once), with the docs' strict build beside them, then the timing
+# tests alone, since a sibling beside a measurement is the noise it guards against (collected
+# from the files that mark any: collecting all of them took 5 s of that phase). Both phases
+# share one store of exported artifacts.
 # The suite starts hundreds of Python processes, and each compiles what it imports again unless
 # the bytecode is cached: so the suite caches it (in the venv and edgekit's __pycache__, both
 # ignored by git) even where the environment sets PYTHONDONTWRITEBYTECODE. Importing edgekit's
@@ -39,12 +41,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 	store=$$(mktemp -d) && trap 'rm -rf "$$store"' EXIT && \
+	  { NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet & docs=$$!; } && \
+	  { env -u PYTHONDONTWRITEBYTECODE EDGEKIT_TEST_STORE=$$store \
+	      $(VENV)/bin/pytest -n 2 --dist loadfile -m "not timing"; tests=$$?; } ; \
+	  wait $$docs && [ $$tests = 0 ] && \
 	  env -u PYTHONDONTWRITEBYTECODE EDGEKIT_TEST_STORE=$$store \
-	    $(VENV)/bin/pytest -n 2 --dist loadfile -m "not timing" && \
-	  env -u PYTHONDONTWRITEBYTECODE EDGEKIT_TEST_STORE=$$store \
-	    $(VENV)/bin/pytest -p no:xdist -m timing
+	    $(VENV)/bin/pytest -p no:xdist -m timing $$(grep -lE 'pytest\.mark\.timing' tests/test_*.py)
 
 # the documentation site (mkdocs.yml, docs/): built strictly into site/, then served on
 # http://127.0.0.1:8000 until Ctrl-C
