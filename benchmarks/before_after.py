@@ -20,7 +20,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from common import ARTIFACTS, DATA, HERE, artifacts, header, write_json
+from common import ARTIFACTS, DATA, HERE, artifacts, header, write_json, write_markdown
 
 from edgekit.common.stats import band_of
 from edgekit.devices import get_device
@@ -189,7 +189,7 @@ def main() -> None:
         for count in args.threads.split(",")
     ]
     write_json(HERE / "before_after.json", {"commit": args.commit, "pools": pools})
-    (HERE / "BEFORE_AFTER.md").write_text("\n".join(markdown(args.commit, pools)) + "\n")
+    write_markdown(HERE / "BEFORE_AFTER.md", markdown(args.commit, pools))
     print("wrote benchmarks/BEFORE_AFTER.md")
 
 

@@ -21,7 +21,7 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
-from common import HERE, header, write_json
+from common import HERE, header, write_json, write_markdown
 
 TESTS = HERE.parent / "tests"
 sys.path.insert(0, str(TESTS))
@@ -169,7 +169,7 @@ def main() -> None:
         "device pools); CPU sets by taskset: the local run and the head on CPU 0, the second node on "
         "CPU 1; the host-CPU pools run on the head",
     ])  # fmt: skip
-    (HERE / "CLUSTER.md").write_text("\n".join([*lines, *table(result)]) + "\n")
+    write_markdown(HERE / "CLUSTER.md", [*lines, *table(result)])
     print("wrote benchmarks/CLUSTER.md")
 
 

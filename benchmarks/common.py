@@ -11,6 +11,7 @@ from pathlib import Path
 
 from edgekit import __version__
 from edgekit.artifacts.artifact import Artifact, load_artifact
+from edgekit.common.fileio import write_bytes_atomic
 from edgekit.common.machine import describe, fingerprint
 from edgekit.errors import EdgekitError
 from edgekit.export.pipeline import artifact_name, export_artifact
@@ -86,7 +87,12 @@ def artifacts(model: str, log=print) -> tuple[list[Artifact], object, object]:
 
 
 def write_json(path: Path, payload: dict) -> None:
-    path.write_text(json.dumps(payload, indent=1, default=str) + "\n")
+    write_bytes_atomic(path, (json.dumps(payload, indent=1, default=str) + "\n").encode())
+
+
+def write_markdown(path: Path, lines: list[str]) -> None:
+    """A benchmark's page, whole or not at all (an interrupted script leaves the last one)."""
+    write_bytes_atomic(path, ("\n".join(lines) + "\n").encode())
 
 
 def busy_core(core: int = 0):

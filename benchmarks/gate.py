@@ -9,9 +9,8 @@ Writes benchmarks/GATES.md and benchmarks/gates.json.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from common import HERE, artifacts, busy_core, header, write_json
+from common import HERE, artifacts, busy_core, header, write_json, write_markdown
 
 from edgekit.measure.bench import bench_artifact
 from edgekit.measure.gates import EXTEND_ROUNDS, latency_regression
@@ -98,7 +97,7 @@ def main() -> None:
             f"[{widest[0]:.3f}, {widest[1]:.3f}] | {rounds[len(rounds) // 2]}, {rounds[-1]} | "
             f"{target} |"
         )
-    Path(HERE / "GATES.md").write_text("\n".join(lines) + "\n")
+    write_markdown(HERE / "GATES.md", lines)
     print("wrote benchmarks/GATES.md")
 
 

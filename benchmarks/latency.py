@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from common import DATA, HERE, artifacts, header, machine, write_json
+from common import DATA, HERE, artifacts, header, machine, write_json, write_markdown
 
 from edgekit.common.stats import band_of
 from edgekit.devices import get_device
@@ -358,7 +358,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.tables_only:
         tables = markdown(json.loads(Path(args.json).read_text()))
-        Path(args.markdown).write_text("\n".join(tables) + "\n")
+        write_markdown(Path(args.markdown), tables)
         return
     threads = [int(t) for t in args.threads.split(",")]
     log = lambda message: print(message, flush=True)  # noqa: E731
@@ -367,7 +367,7 @@ def main() -> None:
     results = run(models, threads, not args.no_tool, log, protocol)
     write_json(Path(args.json), results)
     if args.markdown != "-":
-        Path(args.markdown).write_text("\n".join(markdown(results)) + "\n")
+        write_markdown(Path(args.markdown), markdown(results))
         print(f"wrote {args.markdown}")
 
 

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import HERE, artifacts, header, write_json
+from common import HERE, artifacts, header, write_json, write_markdown
 
 from edgekit.analysis.profile import profile_artifacts
 from edgekit.measure.bench import bench_artifacts
@@ -139,7 +139,7 @@ def main() -> None:
         "interleaved (10 rounds); the runtime profilers: onnxruntime's, LiteRT's per-op "
         "profiler, ExecuTorch's ETDump",
     ])  # fmt: skip
-    (HERE / "PROFILE.md").write_text("\n".join([*lines, *table(results)]) + "\n")
+    write_markdown(HERE / "PROFILE.md", [*lines, *table(results)])
     print("wrote benchmarks/PROFILE.md")
 
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
-from common import HERE, artifacts, header, machine, write_json
+from common import HERE, artifacts, header, machine, write_json, write_markdown
 
 from edgekit.devices import get_device
 from edgekit.measure.memory import LEAK_FLOOR_KB_PER_1K, measure_memory
@@ -133,7 +132,7 @@ def write_page(recorded: dict) -> None:
             "|---|---|---|---|",
             *scaling(rows, models[0], models[1]),
         ]
-    Path(HERE / "MEMORY.md").write_text("\n".join(lines) + "\n")
+    write_markdown(HERE / "MEMORY.md", lines)
     print("wrote benchmarks/MEMORY.md")
 
 

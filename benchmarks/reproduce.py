@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from itertools import permutations
 from pathlib import Path
 
-from common import HERE, artifacts, header, machine, write_json
+from common import HERE, artifacts, header, machine, write_json, write_markdown
 
 from edgekit.worker.interference import wait_for_quiet
 
@@ -224,7 +224,7 @@ def main() -> None:
         record = measure(args)
         write_json(HERE / "reproducibility.json", record)
         source = None
-    Path(HERE / "REPRODUCIBILITY.md").write_text("\n".join(page(record, source)) + "\n")
+    write_markdown(HERE / "REPRODUCIBILITY.md", page(record, source))
     print("wrote benchmarks/REPRODUCIBILITY.md")
 
 

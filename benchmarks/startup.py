@@ -13,7 +13,6 @@ Run it on a quiet machine: nothing else should run beside it."""
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 from before_after import old_env, old_tree
-from common import HERE, header, write_json
+from common import HERE, header, write_json, write_markdown
 
 from edgekit.worker.parent import child_env
 
@@ -92,10 +91,9 @@ def main() -> None:
     parser.add_argument("--commit", default="ab8c2ef")
     parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
-    os.chdir(HERE)
     result = measure(args.commit, args.reps, lambda message: print(message, flush=True))
     write_json(HERE / "startup.json", result)
-    (HERE / "STARTUP.md").write_text("\n".join(markdown(result)) + "\n")
+    write_markdown(HERE / "STARTUP.md", markdown(result))
     print("wrote benchmarks/STARTUP.md")
 
 

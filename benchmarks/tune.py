@@ -12,9 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
-from common import HERE, artifacts, header, machine, write_json
+from common import HERE, artifacts, header, machine, write_json, write_markdown
 
 from edgekit.measure.bench import bench_artifact
 from edgekit.report.tuning import ratio_text
@@ -170,7 +169,7 @@ def write_page(recorded: dict) -> None:
             f"{verdict_of(row)} | {options_text(row)} | {nearest(row)} | "
             f"{', '.join(row['untried']) or '-'} |"
         )
-    Path(HERE / "TUNE.md").write_text("\n".join(lines) + "\n")
+    write_markdown(HERE / "TUNE.md", lines)
     print("wrote benchmarks/TUNE.md")
 
 

@@ -17,16 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from edgekit.cli import commands  # every leaf command by its path ("zoo list")
+
 ROOT = Path(__file__).resolve().parent.parent
 PLACEHOLDER = re.compile(r"^<!-- edgekit-options: ([a-z0-9][a-z0-9 -]*?) -->$", re.M)
 _TYPES = {str: "text", int: "integer", float: "number", bool: "flag", Path: "path"}
-
-
-def commands() -> dict[str, Any]:
-    """Every leaf command of ``edgekit`` by its path (``"zoo list"``), as click sees it."""
-    from edgekit.cli import commands as leaf_commands
-
-    return leaf_commands()
 
 
 def _context(path: str, command: Any) -> Any:

@@ -17,6 +17,7 @@ from edgekit.cli.options import (
     ForeignOptions,
     JsonOption,
     ModelOption,
+    NoiseGuardOption,
     ShapeOption,
     WeightsOption,
     choices,
@@ -86,13 +87,7 @@ def export(
     point_estimate: Annotated[
         bool, typer.Option("--point-estimate", help="--max-drop on the drop, not its upper bound")
     ] = False,
-    noise_guard: Annotated[
-        bool,
-        typer.Option(
-            "--noise-guard/--no-noise-guard",
-            help="--max-drop: time each step only while no other process is busy",
-        ),
-    ] = True,
+    noise_guard: NoiseGuardOption = True,  # --max-drop's steps
     as_json: JsonOption = False,
     foreign: ForeignOptions = None,
 ) -> None:

@@ -22,6 +22,7 @@ from edgekit.cli.options import (
     ForeignOptions,
     HistoryOption,
     JsonOption,
+    NoiseGuardOption,
     RoundsOption,
     RuntimeOptionsOption,
     SerialOption,
@@ -111,7 +112,7 @@ def bench(
     baseline: Annotated[
         bool, typer.Option("--baseline/--no-baseline", help="measure the source model too")
     ] = True,
-    noise_guard: Annotated[bool, typer.Option("--noise-guard/--no-noise-guard")] = True,
+    noise_guard: NoiseGuardOption = True,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds per measurement")] = 600.0,
     as_json: JsonOption = False,
     foreign: ForeignOptions = None,

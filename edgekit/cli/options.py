@@ -106,6 +106,11 @@ AcrossOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="machine-readable output")]
+# bench, tune and export --max-drop: time only while no other process keeps a core busy
+NoiseGuardOption = Annotated[
+    bool,
+    typer.Option("--noise-guard/--no-noise-guard", help="time only while the machine is quiet"),
+]
 
 
 def parse_shape(text: str | None) -> tuple[int, int, int] | None:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from edgekit.cli.app import app
 from edgekit.cli.console import console, err_console
-from edgekit.cli.options import ArtifactsArgument, JsonOption
+from edgekit.cli.options import ArtifactsArgument, JsonOption, NoiseGuardOption
 from edgekit.devices import DEFAULT_DEVICE
 from edgekit.errors import UserInputError
 
@@ -33,7 +33,7 @@ def tune(
     write: Annotated[
         bool, typer.Option("--write/--no-write", help="write the winner into the manifest")
     ] = True,
-    noise_guard: Annotated[bool, typer.Option("--noise-guard/--no-noise-guard")] = True,
+    noise_guard: NoiseGuardOption = True,
     as_json: JsonOption = False,
 ) -> None:
     """Search the thread count, then each runtime option, with the candidates interleaved
