@@ -94,6 +94,23 @@ def reference(digits_model, digits_data):
     return x, digits_model.predict(x)
 
 
+@pytest.fixture
+def source_forward_passes(monkeypatch) -> list[int]:
+    """The source models' forward passes from here on, by number of images, over a fresh
+    process-wide memo of their logits (``edgekit.sources.logits``)."""
+    from edgekit.sources import source as source_module
+    from edgekit.sources.logits import SourceLogits
+    from edgekit.sources.source import SourceModel
+
+    monkeypatch.setattr(source_module, "SOURCE_LOGITS", SourceLogits())
+    passes: list[int] = []
+    forward = SourceModel._forward
+    monkeypatch.setattr(
+        SourceModel, "_forward", lambda self, x: passes.append(len(x)) or forward(self, x)
+    )
+    return passes
+
+
 @pytest.fixture(scope="session")
 def calibration(digits_data):
     from edgekit.quantize.calibration import sample_calibration

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from types import SimpleNamespace
 
 import numpy as np
 import onnx
@@ -15,7 +14,7 @@ from onnx import numpy_helper
 
 from edgekit.artifacts.artifact import manifest_path
 from edgekit.common.fileio import sha256_file
-from edgekit.measure.accuracy import BaselineLogits, evaluate_artifact
+from edgekit.measure.accuracy import evaluate_artifact
 from edgekit.testing import assert_accuracy_drop
 
 
@@ -63,49 +62,36 @@ def test_int8_shows_a_measured_drop_with_its_interval(export_digits):
     assert abs(record.drop_points) < 2.0
 
 
-def test_artifacts_measured_against_one_source_share_its_logits(export_digits, monkeypatch):
+def test_artifacts_measured_against_one_source_share_its_logits(
+    export_digits, source_forward_passes
+):
+    import torch
+
     from edgekit.measure.accuracy import source_for
 
     fp32, int8 = export_digits("onnx", "fp32"), export_digits("onnx", "int8")
     source = source_for(fp32)
-    passes = []
-    predict = source.predict
-    monkeypatch.setattr(source, "predict", lambda x: passes.append(len(x)) or predict(x))
-    baseline = BaselineLogits()
-    shared = [evaluate_artifact(a, source=source, baseline=baseline) for a in (fp32, int8, int8)]
-    assert passes == [899]  # one forward pass of the source for the three evaluations
-    alone = evaluate_artifact(int8, source=source)
-    assert passes == [899, 899]
-    assert shared[1].to_dict() | {"fingerprint": None} == alone.to_dict() | {"fingerprint": None}
-    evaluate_artifact(int8, source=source, baseline=baseline, limit=100)  # other images
-    assert passes == [899, 899, 100]
+    shared = [evaluate_artifact(a, source=source) for a in (fp32, int8, int8)]
+    assert source_forward_passes == [
+        899
+    ]  # one forward pass of the source for the three evaluations
+    evaluate_artifact(int8, source=source, limit=100)  # other images
+    assert source_forward_passes == [899, 100]
+
+    with torch.no_grad():  # the same module with one weight changed in place runs again
+        next(source.module.parameters()).mul_(0.5)
+    changed = evaluate_artifact(int8, source=source)
+    assert source_forward_passes == [899, 100, 899]
+    assert changed.sqnr_db != shared[1].sqnr_db
 
 
-def test_a_source_reloaded_from_the_manifest_runs_once_per_process(export_digits, monkeypatch):
-    from edgekit.measure import accuracy
-    from edgekit.sources.source import SourceModel
-
-    monkeypatch.setattr(accuracy, "RELOADED_BASELINES", BaselineLogits(keep=8))
-    passes = []
-    predict = SourceModel.predict
-    monkeypatch.setattr(
-        SourceModel, "predict", lambda self, x: passes.append(len(x)) or predict(self, x)
-    )
+def test_a_source_reloaded_from_the_manifest_runs_once_per_process(
+    export_digits, source_forward_passes
+):
     int8 = export_digits("onnx", "int8").path
     first, again = evaluate_artifact(int8), evaluate_artifact(int8)  # as two gates would
-    assert passes == [899]
+    assert source_forward_passes == [899]
     assert first.to_dict() | {"fingerprint": None} == again.to_dict() | {"fingerprint": None}
-
-
-def test_baseline_logits_keep_only_the_most_recently_used_inputs():
-    passes = []
-    source = SimpleNamespace(
-        digest="d", predict=lambda x: passes.append(len(x)) or np.zeros((len(x), 2), np.float32)
-    )
-    kept = BaselineLogits(keep=2)
-    for images in (1, 2, 1, 3, 2, 1):
-        kept(source, np.zeros((images, 1), np.float32))
-    assert passes == [1, 2, 3, 2, 1]  # 1 was used again before 3 came, so 2 went first
 
 
 def test_a_damaged_artifact_fails_the_gate_and_a_good_one_passes(export_digits, tmp_path, capsys):

@@ -44,7 +44,7 @@ ORDER = (
     "edgekit.common",
     "edgekit.results",
     "edgekit.report",
-    "sources-types",  # edgekit.sources.{source,preprocess,data}
+    "sources-types",  # edgekit.sources.{source,logits,preprocess,data}
     "edgekit.quantize",
     "edgekit.targets",
     "edgekit.artifacts",
@@ -61,7 +61,12 @@ ORDER = (
     "edgekit.supervise",
     "edgekit.testing",
 )
-SOURCE_TYPES = {"edgekit.sources.source", "edgekit.sources.preprocess", "edgekit.sources.data"}
+SOURCE_TYPES = {
+    "edgekit.sources.source",
+    "edgekit.sources.logits",
+    "edgekit.sources.preprocess",
+    "edgekit.sources.data",
+}
 
 
 def _modules() -> dict[str, Path]:

@@ -7,8 +7,6 @@ same artifact's logits there against the host's (``versus_host``)."""
 
 from __future__ import annotations
 
-import hashlib
-from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,32 +198,6 @@ def dataset_for(artifact: Artifact, data: str) -> Dataset:
     return load_dataset(data, preprocess)
 
 
-class BaselineLogits:
-    """The source model's logits, computed once per model and input for every artifact measured
-    against them (a run evaluates several artifacts, and several devices, on one split). With
-    ``keep``, only the ``keep`` most recently used inputs stay."""
-
-    def __init__(self, keep: int | None = None) -> None:
-        self._logits: OrderedDict[tuple, np.ndarray] = OrderedDict()
-        self._keep = keep
-
-    def __call__(self, source: SourceModel, x: np.ndarray) -> np.ndarray:
-        key = (source.digest, x.shape, x.dtype.str, hashlib.blake2b(x.tobytes()).hexdigest())
-        if key not in self._logits:
-            self._logits[key] = source.predict(x)
-            if self._keep is not None and len(self._logits) > self._keep:
-                self._logits.popitem(last=False)
-        self._logits.move_to_end(key)
-        return self._logits[key]
-
-
-# The logits of sources this module reloaded itself from an artifact's manifest, for the
-# process's later evaluations against the same weights (a test file's accuracy gates, or a
-# script that evaluates file after file): reloaded weights cannot have been changed by a
-# caller, and the key is their digest.
-RELOADED_BASELINES = BaselineLogits(keep=8)
-
-
 def evaluate_artifact(
     path: str | Artifact,
     *,
@@ -237,16 +209,14 @@ def evaluate_artifact(
     source: SourceModel | None = None,
     dataset: Dataset | None = None,
     host_logits: np.ndarray | None = None,
-    baseline: BaselineLogits | None = None,
 ) -> AccuracyRecord:
     """Run the evaluation split through the artifact on ``device`` (a name or a Device) and
     through the baseline.
 
     ``source`` and ``dataset`` let a caller that already holds them (``edgekit run``) skip
     reloading; the source must be the one the artifact was exported from. ``host_logits``
-    replaces the host reference of a compare-to-host device (tests perturb it). ``baseline``
-    keeps the source's logits for the caller's next artifact; a source reloaded here from the
-    manifest keeps them for the process's later evaluations (``RELOADED_BASELINES``)."""
+    replaces the host reference of a compare-to-host device (tests perturb it). The source's
+    logits on a split are computed once per process (``SourceModel.predict``)."""
     from edgekit.common.machine import fingerprint
     from edgekit.targets import runtime_versions
 
@@ -265,7 +235,6 @@ def evaluate_artifact(
         source = None
     elif source is None or source.digest != getattr(artifact.manifest.source, "digest", None):
         source = source_for(artifact)
-        baseline = baseline or RELOADED_BASELINES
     if dataset is None:
         dataset = dataset_for(artifact, data)
     classes = len(artifact.manifest.preprocessing["class_names"])
@@ -280,7 +249,7 @@ def evaluate_artifact(
     if source is None:
         figures = labels_only(outputs, y, dataset.class_names)
     else:
-        reference = baseline(source, x) if baseline is not None else source.predict(x)
+        reference = source.predict(x)
         figures = compare_on_labels(
             outputs, reference, y, dataset.class_names, confidence, images=x
         )

@@ -19,7 +19,7 @@ from edgekit.devices import DEFAULT_DEVICE, get_device
 from edgekit.errors import DeviceUnavailable, EdgekitError
 from edgekit.export.cache import cached_export
 from edgekit.export.pipeline import export_artifact
-from edgekit.measure.accuracy import AccuracyRecord, BaselineLogits, evaluate_artifact
+from edgekit.measure.accuracy import AccuracyRecord, evaluate_artifact
 from edgekit.measure.bench import bench_artifacts
 from edgekit.results import Row
 from edgekit.run.config import RunConfig
@@ -116,17 +116,14 @@ def device_pool(
     source: SourceModel | None,
     dataset: Dataset | None,
     say: Progress,
-    baseline: BaselineLogits | None = None,
 ) -> PoolResult:
     """One device pool: its rows (the pool's baseline included), stamped with the node and the
-    benchmark's window, and on the host CPU the per-layer profiles. ``baseline`` holds the
-    source's logits across the pools of one run."""
+    benchmark's window, and on the host CPU the per-layer profiles."""
     protocol = Protocol(config.warmup, config.min_runs, config.min_seconds, rounds=config.rounds,
                         sessions=config.sessions, session_gap_s=config.session_gap)  # fmt: skip
     guard = NoiseGuard(enabled=config.noise_guard)
     started = _now()
-    rows = _pool_rows(config, device, exported, source, dataset, protocol, guard, say,
-                      baseline or BaselineLogits())  # fmt: skip
+    rows = _pool_rows(config, device, exported, source, dataset, protocol, guard, say)
     finished = _now()
     profiles = []
     if config.profile and device == DEFAULT_DEVICE:
@@ -155,7 +152,6 @@ def _pool_rows(
     protocol: Protocol,
     guard: NoiseGuard,
     say: Progress,
-    baseline: BaselineLogits,
 ) -> list[Row]:
     where = get_device(device, **config.device_options(device))
     traits = where.traits()
@@ -178,7 +174,6 @@ def _pool_rows(
                     device=where,
                     source=source,
                     dataset=dataset,
-                    baseline=baseline,
                 )
             except EdgekitError as exc:
                 for threads in config.threads:

@@ -20,7 +20,6 @@ from edgekit.artifacts.artifact import Artifact
 from edgekit.common.fileio import journal, write_json_atomic
 from edgekit.common.machine import fingerprint
 from edgekit.errors import EdgekitError, UserInputError
-from edgekit.measure.accuracy import BaselineLogits
 from edgekit.measure.peak import MachinePeaks, arithmetic_of, shares_of
 from edgekit.report import build_report
 from edgekit.report.history import record_run
@@ -170,9 +169,8 @@ class LocalExecutor:
     def device_pools(self, config: RunConfig, exported: list[Artifact],
                      source: SourceModel | None, dataset: Dataset | None,
                      say: Progress) -> list[PoolResult]:  # fmt: skip
-        baseline = BaselineLogits()  # one forward pass of the source per run, not per device
-        return [device_pool(config, d, exported, source, dataset, say, baseline)
-                for d in config.devices]  # fmt: skip
+        # one forward pass of the source per run, not per device: SourceModel.predict's memo
+        return [device_pool(config, d, exported, source, dataset, say) for d in config.devices]
 
     def absent_devices(self, devices: list[str]) -> dict[str, str]:
         """The devices this machine lacks altogether, with why (a cluster run has no such

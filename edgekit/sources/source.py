@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from edgekit.sources.logits import SOURCE_LOGITS
 from edgekit.sources.preprocess import Preprocess
 
 
@@ -34,7 +35,11 @@ class SourceModel:
         return rng.standard_normal(self.preprocess.input_shape(batch)).astype(np.float32)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        """Logits for NCHW float32 inputs, in the model's own framework on the host CPU."""
+        """Logits for NCHW float32 inputs, in the model's own framework on the host CPU; the
+        same weights and inputs run once per process (``edgekit.sources.logits``)."""
+        return SOURCE_LOGITS(self, x, self._forward)
+
+    def _forward(self, x: np.ndarray) -> np.ndarray:
         outputs = []
         for start in range(0, len(x), self.max_batch):
             chunk = x[start : start + self.max_batch]
