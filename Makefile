@@ -29,7 +29,8 @@ demo: $(STAMP)
 	$(VENV)/bin/edgekit run --model digits-mobilenet --data digits --accuracy-aware
 
 # Two phases: everything but the `timing` tests on two workers (whole files per worker, so a
-# module's fixtures are built once), with the docs' strict build beside them, then the timing
+# module's fixtures are built once; the longest files first, in tests/conftest.py's order, so
+# that the workers end together), with the docs' strict build beside them, then the timing
 # tests alone, since a sibling beside a measurement is the noise it guards against (collected
 # from the files that mark any: collecting all of them took 5 s of that phase). Both phases
 # share one store of exported artifacts.
@@ -44,7 +45,8 @@ test: $(STAMP)
 	store=$$(mktemp -d) && trap 'rm -rf "$$store"' EXIT && \
 	  { NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet & docs=$$!; } && \
 	  { env -u PYTHONDONTWRITEBYTECODE EDGEKIT_TEST_STORE=$$store \
-	      $(VENV)/bin/pytest -n 2 --dist loadfile -m "not timing"; tests=$$?; } ; \
+	      $(VENV)/bin/pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not timing"; \
+	      tests=$$?; } ; \
 	  wait $$docs && [ $$tests = 0 ] && \
 	  env -u PYTHONDONTWRITEBYTECODE EDGEKIT_TEST_STORE=$$store \
 	    $(VENV)/bin/pytest -p no:xdist -m timing $$(grep -lE 'pytest\.mark\.timing' tests/test_*.py)

@@ -23,6 +23,26 @@ if WORKERS > 1:
     for variable in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
         os.environ.setdefault(variable, THREAD_SHARE)
 
+# pytest-xdist hands whole files to the workers in the order the workers collected them (`make
+# test` passes --no-loadscope-reorder: xdist's own order, by number of tests, put the 10-test
+# training file, 80 s, last, with the other worker idle meanwhile). The longest files go first, so
+# that the workers end together: per-file seconds of `make test`'s first phase (junit), longest
+# first (a run on one worker takes the same order: it is the same work). A file not named keeps
+# its place after them; a name here must be a file (tested).
+LONGEST_FILES_FIRST = (
+    "test_layer_mapping.py", "test_target_tflite.py", "test_cluster.py", "test_training.py",
+    "test_run.py", "test_huggingface.py", "test_interrupts.py", "test_arm64_emu.py",
+    "test_quantize_debug.py", "test_tune.py", "test_target_executorch.py", "test_foreign.py",
+    "test_install.py", "test_bad_input.py", "test_android.py", "test_regression_gates.py",
+    "test_memory.py", "test_cli.py", "test_docs.py", "test_report_browser.py", "test_audit.py",
+)  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: place for place, name in enumerate(LONGEST_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole
+
+
 # torch's log handlers keep the sys.stderr of the moment torch is first imported: imported
 # inside a test's capsys, they would write to that test's closed stream in every later test
 import torch  # noqa: E402

@@ -57,3 +57,27 @@ def test_an_unknown_capability_is_an_error_not_ignored(pytester, monkeypatch):
     result = _run(pytester, monkeypatch, "gpu,tpu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*EDGEKIT_TEST_REQUIRE=gpu,tpu: unknown capability tpu*"])
+
+
+def test_the_longest_files_are_collected_first_and_each_stays_whole(pytester):
+    """The order pytest-xdist hands files to the workers in (``make test`` keeps it)."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(
+        test_a="def test_one():\n    pass\n\n\ndef test_two():\n    pass\n",
+        test_training="def test_retrain():\n    pass\n",
+        test_cluster="def test_nodes():\n    pass\n",
+    )
+    result = pytester.runpytest_inprocess("--collect-only", "-q")
+    assert result.outlines[:4] == [
+        "test_cluster.py::test_nodes",
+        "test_training.py::test_retrain",
+        "test_a.py::test_one",
+        "test_a.py::test_two",
+    ]
+
+
+def test_every_file_named_longest_first_exists():
+    from conftest import LONGEST_FILES_FIRST
+
+    here = Path(__file__).parent
+    assert [name for name in LONGEST_FILES_FIRST if not (here / name).is_file()] == []
