@@ -281,6 +281,34 @@ PROFILE = {
 LAYER = {"name": str, "ms": float, "share": float, "p50_ms": float | None}
 SHARED_FLIPS = {"pairs": list[dict[str, Any]], "flipped_by_all": list[int]}
 PAIR = {"a": str, "b": str, "both": int, "jaccard": float}
+# a row's memory, as edgekit.measure.memory.MemoryRecord writes it (a test keeps them equal)
+MEMORY = {
+    "label": str,
+    "device": str,
+    "threads": int,
+    "status": str,
+    "error": str | None,
+    "process_peak_mb": float | None,
+    "floor_mb": float | None,
+    "model_mb": float | None,
+    "file_mb": float | None,
+    "planned_mb": float | None,
+    "planned_source": str,
+    "residual_mb": float | None,
+    "residual_is": str,
+    "load_mb": float | None,
+    "invoke_mb": float | None,
+    "retained_mb": float | None,
+    "leak_kb_per_1k": float | None,
+    "leak_interval": list[float] | None,
+    "leak": bool,
+    "leak_floor": float | None,
+    "invokes": int,
+    "samples": list[list[int]],
+    "notes": list[str],
+    "pss_mb": float | None,
+    "runner_mb": dict[str, float],
+}
 ROW_TYPES = typing.get_type_hints(Row)
 
 
@@ -329,6 +357,8 @@ def check_row(entry: Any, where: str) -> Row:
         _check_accuracy(entry["accuracy"], f"{where}.accuracy")
     if entry.get("coverage"):
         check_fields(entry["coverage"], COVERAGE, f"{where}.coverage", ("total_ops", "fast_ops"))
+    if entry.get("memory"):
+        check_fields(entry["memory"], MEMORY, f"{where}.memory", ("status",))
     versus = (entry.get("accuracy") or {}).get("versus_host")
     if versus:
         check_fields(versus, ACCURACY["versus_host"], f"{where}.accuracy.versus_host",

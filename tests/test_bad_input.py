@@ -373,6 +373,8 @@ CASES = {
                                 "rows[0].latency: must be"),
     "report-drop-of-words": (["report", "{run_bad_drop}"], "run_bad_drop", 2,
                              "accuracy.drop_points: must be float"),
+    "report-memory-peak-a-list": (["report", "{run_bad_memory}"], "run_bad_memory", 2,
+                                  "memory.process_peak_mb: must be float | None"),
     "history-corrupt-database": (["history", "--history", "{corrupt_db}"], "corrupt_db", 2,
                                  "not a readable edgekit history database"),
     "history-limit-not-a-number": (["history", "--limit", "all"], None, 2,
@@ -658,6 +660,9 @@ class Files:
 
     def run_bad_drop(self):
         return _run_dir(self.tmp, lambda p: p["rows"][0]["accuracy"].update(drop_points="small"))
+
+    def run_bad_memory(self):  # the report's table formats it as a number
+        return _run_dir(self.tmp, lambda p: p["rows"][0]["memory"].update(process_peak_mb=[]))
 
     def corrupt_db(self):
         (self.tmp / "history.sqlite").write_bytes(b"this is not a database at all" * 100)

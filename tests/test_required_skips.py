@@ -67,7 +67,8 @@ def test_the_longest_files_are_collected_first_and_each_stays_whole(pytester):
         test_training="def test_retrain():\n    pass\n",
         test_cluster="def test_nodes():\n    pass\n",
     )
-    result = pytester.runpytest_inprocess("--collect-only", "-q")
+    # in a process of its own: this worker has imported the suite's own test_cluster module
+    result = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:cacheprovider")
     assert result.outlines[:4] == [
         "test_cluster.py::test_nodes",
         "test_training.py::test_retrain",

@@ -92,6 +92,7 @@ def _torch_key(module: Any) -> tuple | None:
 
 
 def _hooked(module: Any) -> bool:
+    # torch has no public query for registered hooks: its own module keeps them in these dicts
     from torch.nn.modules import module as torch_module
 
     if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
