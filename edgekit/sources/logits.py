@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -30,7 +29,6 @@ class SourceLogits:
     def __init__(self, max_bytes: int = MAX_BYTES) -> None:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[tuple, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()  # a run's device pools may evaluate from threads
 
     def __call__(
         self, source: Any, x: np.ndarray, compute: Callable[[np.ndarray], np.ndarray]
@@ -40,16 +38,14 @@ class SourceLogits:
         if weights is None:
             return compute(x)
         key = (weights, source.max_batch, x.shape, x.dtype.str, _bytes_digest(x))
-        with self._lock:
-            logits = self._entries.get(key)
-            if logits is not None:
-                self._entries.move_to_end(key)
-                return logits.copy()
+        logits = self._entries.get(key)
+        if logits is not None:
+            self._entries.move_to_end(key)
+            return logits.copy()
         logits = compute(x)
-        with self._lock:
-            self._entries[key] = logits.copy()  # the caller's copy is the caller's to change
-            while sum(a.nbytes for a in self._entries.values()) > self.max_bytes:
-                self._entries.popitem(last=False)
+        self._entries[key] = logits.copy()  # the caller's copy is the caller's to change
+        while sum(a.nbytes for a in self._entries.values()) > self.max_bytes:
+            self._entries.popitem(last=False)
         return logits
 
     def __len__(self) -> int:
