@@ -22,7 +22,6 @@ from pathlib import Path
 
 from common import ARTIFACTS, DATA, HERE, artifacts, header, write_json, write_markdown
 
-from edgekit.common.stats import band_of
 from edgekit.devices import get_device
 from edgekit.measure.bench import measure
 from edgekit.worker.latency import LatencyRecord, NoiseGuard, Protocol
@@ -105,11 +104,8 @@ def pool(tree: Path, model: str, threads: int, log) -> dict:
             raise SystemExit(f"the old side ran {before.runtime['edgekit_tree']}, not {tree}")
         timers.append(before)
         records.append(LatencyRecord(f"{artifact.label} (before)", "cpu", threads, "failed"))
-    timers.append(device.timer(new[0], threads, sample, PROTOCOL, 600.0))  # the noise band
-    records.append(LatencyRecord.for_artifact(new[0], "cpu", threads))
     log(f"{model} x{threads}: {len(timers)} sides interleaved (old and new)")
     result = measure(timers, records, PROTOCOL, GUARD)
-    band = band_of(result.ratio(len(records) - 1, 0)[1])
     rows = []
     for label, side in pairs:
         new_record, old_record = records[side], records[side + 1]
@@ -117,12 +113,12 @@ def pool(tree: Path, model: str, threads: int, log) -> dict:
         if new_record.status != "ok" or old_record.status != "ok":
             row.update(status="failed", error=new_record.error or old_record.error)
         else:
-            ratio, ci = result.ratio(side + 1, side, band)  # old time / new time
+            ratio, ci = result.ratio(side + 1, side)  # old time / new time
             row.update(new_p50=new_record.stats["p50_ms"], old_p50=old_record.stats["p50_ms"],
                        ratio=ratio, ratio_ci=list(ci))  # fmt: skip
         rows.append(row)
-    return {"model": model, "threads": threads, "noise_band": band, "rows": rows,
-            "rounds": len(result.rounds_used)}  # fmt: skip
+    return {"model": model, "threads": threads, "rows": rows, "rounds": len(result.rounds_used),
+            "sessions": result.summary()["sessions"]}  # fmt: skip
 
 
 def verdict(row: dict) -> str:
@@ -144,17 +140,18 @@ def markdown(commit: str, pools: list[dict]) -> list[str]:
             "per side).",
             "- old / new is the geometric mean of the per-round ratios of block medians; above 1 "
             "the new code is faster. Its 95 % interval comes from the spread between the "
-            "sessions the rounds ran in (each side reopened between them). Target: no row "
+            "sessions the rounds ran in, from the two-level fit (each side reopened between "
+            "them; edgekit.common.stats.fit_two_levels). Target: no row "
             "slower.",
         ],
     )
     lines += [
-        "| model | thr | noise band | artifact | before p50 ms | after p50 ms | "
+        "| model | thr | sessions | artifact | before p50 ms | after p50 ms | "
         "old / new [95% CI] | verdict |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for entry in pools:
-        first = f"| {entry['model']} | {entry['threads']} | {100 * entry['noise_band']:.1f} % "
+        first = f"| {entry['model']} | {entry['threads']} | {entry.get('sessions', '')} "
         for row in entry["rows"]:
             if row["status"] != "ok":
                 lines.append(f"{first}| {row['label']} | | | | failed: {row.get('error')} |")

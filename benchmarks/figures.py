@@ -167,7 +167,7 @@ def block_latency() -> list[str]:
         low, high = best["over_eager_ci"]
         parts.append(
             f"best artifact {best['label']} {best['over_eager']:.2f}x [{low:.2f}, "
-            f"{high:.2f}] torch eager; noise band {100 * pool['noise_band']:.1f} %"
+            f"{high:.2f}] torch eager"
         )
         lines.append(f"- {pool['model']}, 1 thread: " + "; ".join(p for p in parts if p) + ".")
     for row in results["tool"]:

@@ -21,15 +21,20 @@ from pathlib import Path
 
 from common import DATA, HERE, artifacts, header, machine, write_json, write_markdown
 
-from edgekit.common.stats import band_of
 from edgekit.devices import get_device
-from edgekit.measure.bench import baseline_timer, measure, pool_sessions
+from edgekit.measure.bench import baseline_timer, measure
 from edgekit.measure.peak import MachinePeaks, arithmetic_of, shares_of
 from edgekit.report.peaks import peak_of, peak_source, peaks_text, percent
 from edgekit.worker.latency import Block, BlockTimer, LatencyRecord, NoiseGuard, Protocol
 
 PROTOCOL = Protocol(
-    warmup=10, min_runs=50, min_seconds=1.0, rounds=12, block_seconds=0.1, sessions=4
+    warmup=10,
+    min_runs=50,
+    min_seconds=1.0,
+    rounds=12,
+    block_seconds=0.1,
+    sessions=4,
+    budget_s=180.0,
 )
 TOOL_PROTOCOL = Protocol(warmup=5, min_runs=50, min_seconds=1.0, rounds=8, block_seconds=0.15)
 GUARD = NoiseGuard(threshold=0.15, retries=1, settle_max_s=60.0)
@@ -84,18 +89,8 @@ def pool(model: str, threads: int, log, protocol: Protocol = PROTOCOL) -> dict:
     timers.append(baseline_timer(info, threads, sample, protocol, 600.0, cuda=False))
     records.append(LatencyRecord("torch eager/fp32", "cpu", threads, "failed"))
     eager = len(records) - 1
-    # the noise bands: a second session of the first artifact (every interval is widened by
-    # it) and of torch eager (a framework's sessions differ too; speed-ups divide by both)
-    timers.append(baseline_timer(info, threads, sample, protocol, 600.0, cuda=False))
-    records.append(LatencyRecord("torch eager/fp32 (second session)", "cpu", threads, "failed"))
-    timers.append(device.timer(made[0], threads, sample, protocol, 600.0))
-    records.append(LatencyRecord.for_artifact(made[0], "cpu", threads))
     log(f"{model} x{threads}: {len(timers)} sides interleaved")
     result = measure(timers, records, protocol, GUARD)
-    band = band_of(result.ratio(len(records) - 1, 0)[1])
-    eager_sessions = [eager, eager + 1]
-    eager_band = pool_sessions(result, eager, eager + 1, records[eager], records[eager + 1])
-    records = records[: eager + 1]
     rows = []
     for side, (artifact, record) in enumerate(zip([*made, None], records, strict=True)):
         row = {
@@ -122,23 +117,21 @@ def pool(model: str, threads: int, log, protocol: Protocol = PROTOCOL) -> dict:
                 ),
             )
             if record.status == "ok" and records[eager].status == "ok":
-                ratio, ci = result.ratio(eager_sessions, side, max(band, eager_band))
+                ratio, ci = result.ratio(eager, side)
                 row["over_eager"], row["over_eager_ci"] = ratio, list(ci)
         rows.append(row)
     by_label = {row["label"]: side for side, row in enumerate(rows)}
     for row in rows:
         fp32 = by_label.get(f"{row.get('target')}/fp32")
         if row.get("recipe") in ("int8", "int8-dynamic", "fp16") and fp32 is not None:
-            ratio, ci = result.ratio(fp32, by_label[row["label"]], band)  # fp32 time / this
+            ratio, ci = result.ratio(fp32, by_label[row["label"]])  # fp32 time / this
             row["over_fp32"], row["over_fp32_ci"] = ratio, list(ci)
     return {
         "model": model,
         "threads": threads,
         "rows": rows,
         "macs": _macs(source),
-        "noise_band": band,
-        "eager_noise_band": eager_band,
-        "eager_sessions": 2,
+        "measuring": result.summary(),  # sessions, both levels' spread, why it stopped
     }
 
 
@@ -150,17 +143,14 @@ def tool_comparison(model: str, threads: int, log) -> list[dict]:
         timers = [
             device.timer(artifact, threads, sample, TOOL_PROTOCOL, 600.0),
             ToolTimer(artifact.path, threads),
-            device.timer(artifact, threads, sample, TOOL_PROTOCOL, 600.0),
         ]
         records = [
             LatencyRecord.for_artifact(artifact, "cpu", threads),
             LatencyRecord("LiteRT tool", "cpu", threads, "failed"),
-            LatencyRecord.for_artifact(artifact, "cpu", threads),
         ]
         log(f"{model} {artifact.label} x{threads}: edgekit against LiteRT's tool, interleaved")
         result = measure(timers, records, TOOL_PROTOCOL, GUARD)
-        band = band_of(result.ratio(2, 0)[1])
-        ratio, ci = result.ratio(0, 1, band)
+        ratio, ci = result.ratio(0, 1)
         found.append(
             {
                 "model": model,
@@ -170,7 +160,6 @@ def tool_comparison(model: str, threads: int, log) -> list[dict]:
                 "tool_median": records[1].stats.get("p50_ms"),
                 "ratio": ratio,
                 "ratio_ci": list(ci),
-                "noise_band": band,
                 "rounds": len(result.rounds_used),
             }
         )
@@ -274,10 +263,10 @@ def markdown(results: dict) -> list[str]:
             f"{protocol.rounds} rounds in which each side timed one block (~"
             f"{protocol.block_seconds * 1e3:.0f} ms) of single invokes. The rounds ran in "
             f"{protocol.sessions} sessions{spread}: every side was reopened in a new process "
-            "between them. Every ratio is the geometric mean of the per-round ratios of block medians; "
-            "its 95 % interval is a t prediction interval over the sessions' mean log ratios "
-            "(for another run's estimate: sessions, not rounds, are the independent units). "
-            "Torch eager ran as two sides: speed-ups divide by their per-round geometric mean.",
+            "between them, and sessions were added until every interval was within "
+            f"{100 * (protocol.precision or 0):g} % of its ratio or {protocol.budget_s:g} s ran "
+            "out. Every ratio's 95 % interval comes from the two-level fit (rounds within "
+            "sessions, sessions within sides; edgekit.common.stats.fit_two_levels).",
             "- % of peak: the achieved rate over the machine's peak of the arithmetic that runs "
             "(int8 where an int8 recipe runs most compute ops in int8, fp16 where most MACs "
             "compute in float16, as ExecuTorch's fp16 does, fp32 otherwise), named in the cell. "

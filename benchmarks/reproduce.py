@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import fcntl
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,7 +42,9 @@ from edgekit.worker.interference import wait_for_quiet
 
 KINDS = {"over_eager": "over torch eager", "over_fp32": "over its fp32"}
 QUIET = 0.15  # cores other processes may use when a run starts
-PROMISE = 0.95  # what a 95 % interval promises: the share of pairs that hold
+# a 95 % interval of the ratio holds the true ratio 95 % of the time; another run's estimate
+# scatters as much as this one's, so it holds that less often: 90 % is the target
+PROMISE = 0.90
 
 
 def spread(values: list[float]) -> float:
@@ -85,8 +88,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--gap", type=float, default=900.0, help="seconds between runs")
     parser.add_argument("--model", default="mobilenet_v2")
-    parser.add_argument("--sessions", type=int, default=6, help="sessions in each run")
-    parser.add_argument("--session-gap", type=float, default=120.0,
+    parser.add_argument("--sessions", type=int, default=4, help="planned sessions in each run")
+    parser.add_argument("--session-gap", type=float, default=0.0,
                         help="seconds between a run's sessions, so they span minutes")  # fmt: skip
     parser.add_argument("--max-wait", type=float, default=3600.0,
                         help="seconds to wait for a quiet machine before each run")  # fmt: skip
@@ -139,7 +142,11 @@ def summarize(runs: list[dict], args: argparse.Namespace) -> dict:
                 h, n = coverage(entry[key], entry[f"{key}_ci"])
                 held, pairs = held + h, pairs + n
         reproduces = pairs > 0 and held >= PROMISE * pairs
-        kinds[key] = {"held": held, "pairs": pairs, "reproduces": reproduces}
+        widths = [high / low for entry in rows.values() for low, high in entry.get(f"{key}_ci", [])]
+        moved = [spread(entry[key]) for entry in rows.values() if len(entry.get(key, [])) > 1]
+        kinds[key] = {"held": held, "pairs": pairs, "reproduces": reproduces,
+                      "median_hi_lo": statistics.median(widths) if widths else None,
+                      "median_spread": statistics.median(moved) if moved else None}  # fmt: skip
     return {
         "model": args.model, "gap_s": args.gap, "sessions": args.sessions,
         "session_gap_s": args.session_gap, "machine": machine(),
@@ -172,10 +179,11 @@ def page(record: dict, source: str | None = None) -> list[str]:
         f"{', '.join(record['started'])} ({gap:.0f} s between one's end and the next's start)",
         "- each ratio cell: the runs' point estimates, their largest distance from the mean, "
         "and how many of the pairs (run i's 95 % interval, run j's estimate), i != j, hold",
-        "- every interval is a 95 % prediction interval over the sessions its run's rounds "
-        f"ran in (each side reopened in a new process between them, {gap_s:.0f} s apart, so one "
-        "run's sessions span minutes of the machine's drift): a kind of ratio reproduces when "
-        f"at least {PROMISE:.0%} of its pairs hold, what such intervals promise",
+        "- every interval is edgekit's 95 % interval from its run's two-level fit (rounds "
+        "within sessions, sessions within sides; each side reopened in a new process between "
+        f"sessions{f', {gap_s:.0f} s apart' if gap_s else ''}): a kind of ratio reproduces when "
+        f"at least {PROMISE:.0%} of its pairs hold (another run's estimate scatters as much as "
+        "this run's, so it falls in a 95 % interval less often than the true ratio does)",
     ]
     written = record.get("finished")
     if source:
@@ -188,6 +196,11 @@ def page(record: dict, source: str | None = None) -> list[str]:
     rows = record["rows"]
     for key, label in KINDS.items():
         kind = record["kinds"][key]
+        if kind.get("median_hi_lo"):
+            lines.append(
+                f"- {label}: the median interval spans hi/lo {kind['median_hi_lo']:.3f}, and the "
+                f"runs' estimates moved by a median +-{100 * kind['median_spread']:.1f} %"
+            )
         if key in shown:
             lines.append(
                 f"- **{label}: reproduces** here: {kind['held']} of {kind['pairs']} intervals "

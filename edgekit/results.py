@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from edgekit.common.schema import check_fields, matches, type_name
+from edgekit.common.stats import LevelFit
 from edgekit.errors import UserInputError
 
-RESULTS_SCHEMA_VERSION = 2
+RESULTS_SCHEMA_VERSION = 3  # 3: latency_fit and pool in place of noise_band; 2 still reads
 INTEGER_IO = ("int8", "uint8")
 
 
@@ -21,11 +22,8 @@ def precision_label(record: dict[str, Any]) -> str:
     """``int8``, or ``int8 (2 layers float)`` for an artifact with float islands (a manifest or
     a row: reads ``recipe`` and ``keep_float``)."""
     recipe = str(record.get("recipe", ""))
-    details = record.get("details") or {}
-    kept = record.get("keep_float") or details.get("keep_float") or []
-    if not kept:
-        return recipe
-    return f"{recipe} ({len(kept)} layer{'s' if len(kept) != 1 else ''} float)"
+    kept = record.get("keep_float") or (record.get("details") or {}).get("keep_float") or []
+    return f"{recipe} ({len(kept)} layer{'s' if len(kept) != 1 else ''} float)" if kept else recipe
 
 
 # the one vocabulary of an artifact's inputs and outputs, for export --io and audit --expect-io
@@ -89,7 +87,9 @@ class Row:
     accuracy_aware: dict[str, Any] | None = None
     speedup: float | None = None
     speedup_ci: tuple[float, float] | None = None  # a list in JSON
-    noise_band: float | None = None  # two sessions of one file differ by up to this fraction
+    noise_band: float | None = None  # before schema 3: how far two sessions of one file differed
+    latency_fit: dict[str, Any] | None = None  # its level in its pool's fit (stats.LevelFit)
+    pool: dict[str, Any] | None = None  # how its pool's measuring went (sessions, why it stopped)
     gflops: float | None = None
     peak_fraction: float | None = None
     peak_kind: str | None = None  # which measured peak the fraction divides by
@@ -310,6 +310,7 @@ MEMORY = {
     "runner_mb": dict[str, float],
 }
 ROW_TYPES = typing.get_type_hints(Row)
+LATENCY_FIT = typing.get_type_hints(LevelFit)  # the dataclass's own fields and types
 
 
 def check_each(
@@ -355,10 +356,11 @@ def check_row(entry: Any, where: str) -> Row:
             raise UserInputError(f"{where}.{key}: must be {type_name(kind)}, got {value!r:.60}")
     if entry.get("accuracy"):
         _check_accuracy(entry["accuracy"], f"{where}.accuracy")
-    if entry.get("coverage"):
-        check_fields(entry["coverage"], COVERAGE, f"{where}.coverage", ("total_ops", "fast_ops"))
-    if entry.get("memory"):
-        check_fields(entry["memory"], MEMORY, f"{where}.memory", ("status",))
+    nested = (("coverage", COVERAGE, ("total_ops", "fast_ops")), ("memory", MEMORY, ("status",)),
+              ("latency_fit", LATENCY_FIT, tuple(LATENCY_FIT)))  # fmt: skip
+    for key, spec, required in nested:
+        if entry.get(key):
+            check_fields(entry[key], spec, f"{where}.{key}", required)
     versus = (entry.get("accuracy") or {}).get("versus_host")
     if versus:
         check_fields(versus, ACCURACY["versus_host"], f"{where}.accuracy.versus_host",

@@ -48,9 +48,11 @@ def run_cli_captured(*args: str) -> CliResult:
 
 
 def plumbing_config(folder: Path, *lines: str) -> Path:
-    """An edgekit.toml whose runs leave the noise guard off, with ``lines`` added to its [run]
-    table: for runs that test plumbing, not figures, so they may run beside other tests (make
-    test's first phase) without waiting for a quiet machine."""
+    """An edgekit.toml whose runs leave the noise guard off and measure two sessions without
+    the precision's stopping rule, with ``lines`` added to its [run] table: for runs that test
+    plumbing, not figures, so they may run beside other tests (make test's first phase) without
+    waiting for a quiet machine or a narrow interval."""
     config = folder / "edgekit.toml"
-    config.write_text("\n".join(["[run]", "noise_guard = false", *lines]) + "\n")
+    plumbing = ["[run]", "noise_guard = false", 'precision = "off"', "sessions = 2"]
+    config.write_text("\n".join([*plumbing, *lines]) + "\n")
     return config

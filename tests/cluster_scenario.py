@@ -33,7 +33,7 @@ from pathlib import Path
 from stand_ins import stand_in_adb_env
 
 EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
-QUICK = ["--rounds", "3", "--min-runs", "5", "--min-seconds", "0.05"]
+QUICK = ["--rounds", "3", "--min-runs", "5", "--min-seconds", "0.05", "--precision", "off"]
 # plumbing, not a measurement: without the noise guard the scenario may run beside other tests
 PLUMBING = Path(tempfile.mkdtemp(prefix="ek-scenario-")) / "edgekit.toml"
 PLUMBING.write_text("[run]\nnoise_guard = false\n")

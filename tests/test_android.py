@@ -56,6 +56,8 @@ def test_bench_on_android_pushes_runs_and_cleans_up(stand_in_adb, export_digits,
         "--rounds",
         "3",
         "--no-noise-guard",
+        "--precision",
+        "off",
         "--json",
     )
     assert result.code == 0, result.err
@@ -118,7 +120,7 @@ def test_a_failing_runner_is_a_failed_measurement_and_still_cleans_up(
 
 
 def _bench_android(capsys, path, *extra):
-    quick = ("--min-seconds", "0.2", "--rounds", "3", "--no-noise-guard")
+    quick = ("--min-seconds", "0.2", "--rounds", "3", "--no-noise-guard", "--precision", "off")
     return run_cli(capsys, "bench", str(path), "--device", "android", *quick, *extra)
 
 

@@ -112,7 +112,8 @@ def test_old_qemu_is_refused_at_run_time(tmp_path, monkeypatch):
         load_device()
 
 
-QUICK = Protocol(warmup=2, min_runs=10, min_seconds=0.1, max_seconds=10, rounds=3)
+QUICK = Protocol(warmup=2, min_runs=10, min_seconds=0.1, max_seconds=10, rounds=3, sessions=1,
+                 precision=None)  # fmt: skip
 NO_GUARD = NoiseGuard(enabled=False)  # these tests are about failures, not about a quiet machine
 
 

@@ -288,12 +288,26 @@ CASES = {
     # ---- bench -------------------------------------------------------------------------------
     "bench-nothing": (["bench"], None, 2, "give one or more artifacts"),
     "bench-session-gap-without-sessions": (
-        ["bench", "{onnx}", "--session-gap", "60"], "onnx", 2, "needs --sessions 2 or more"),
+        ["bench", "{onnx}", "--sessions", "1", "--session-gap", "60"], "onnx", 2,
+        "needs --sessions 2 or more"),
     "bench-negative-session-gap": (
         ["bench", "{onnx}", "--sessions", "2", "--session-gap", "-5"], "onnx", 2, ">= 0 seconds"),
     "run-session-gap-without-sessions": (
-        ["run", "--session-gap", "60"], None, 2, "needs --sessions 2 or more"),
+        ["run", "--sessions", "1", "--session-gap", "60"], None, 2, "needs --sessions 2 or more"),
     "bench-zero-threads": (["bench", "{onnx}", "--threads", "0"], "onnx", 2, "positive counts"),
+    "bench-precision-zero": (["bench", "{onnx}", "--precision", "0"], "onnx", 2,
+                             "--precision 0: expected a percentage above 0 and below 100"),
+    "bench-precision-over-100": (["bench", "{onnx}", "--precision", "150%"], "onnx", 2,
+                                 "--precision 150%: expected a percentage above 0"),
+    "bench-precision-not-a-number": (["bench", "{onnx}", "--precision", "abc"], "onnx", 2,
+                                     "--precision abc: expected a percentage"),
+    "bench-budget-zero": (["bench", "{onnx}", "--budget-s", "0"], "onnx", 2,
+                          "--budget-s 0: expected seconds above 0"),
+    "run-precision-zero": (["run", "--precision", "0"], None, 2,
+                           "--precision 0: expected a percentage above 0 and below 100"),
+    "check-precision-not-a-number": (["check", "{onnx}", "--against", "{onnx}",
+                                      "--max-latency-regression", "10", "--precision", "abc"],
+                                     "onnx", 2, "--precision abc: expected a percentage"),
     "bench-rounds-not-a-number": (["bench", "{onnx}", "--rounds", "lots"], "onnx", 2,
                                   "Invalid value for '--rounds'"),
     "bench-option-of-another-device": (["bench", "{onnx}", "--device", "arm64-emu", "--serial",

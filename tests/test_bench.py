@@ -3,6 +3,7 @@ baseline, and what happens when a runtime crashes or hangs or the machine is bus
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -13,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from edgekit.common.stats import session_ratio
+from edgekit.common.stats import LevelFit, level_ratio
 from edgekit.devices import get_device
 from edgekit.measure.bench import bench_artifact, bench_artifacts
 from edgekit.measure.gates import latency_regression
@@ -23,7 +24,8 @@ from edgekit.worker.latency import NoiseGuard, Protocol
 # is marked `timing` and runs alone; the rest checks the protocol's plumbing with the guard
 # off and asserts no speed, so it runs beside other tests.
 
-QUICK = Protocol(warmup=2, min_runs=20, min_seconds=0.2, rounds=6, block_seconds=0.05)
+QUICK = Protocol(warmup=2, min_runs=20, min_seconds=0.2, rounds=6, block_seconds=0.05,
+                 sessions=1, precision=None)  # fmt: skip
 NO_GUARD = NoiseGuard(enabled=False)
 
 
@@ -51,23 +53,23 @@ def test_artifacts_and_the_baseline_are_interleaved_with_a_speedup_interval(expo
     import torch
 
     assert baseline.device == ("cuda" if torch.cuda.is_available() else "cpu")
-    # the baseline ran in two sessions: its rounds are their per-round geometric means and its
-    # samples both sessions' (a framework's sessions differ by more than rounds can see)
-    assert baseline.runtime["sessions"] == 2
-    assert len(baseline.samples_ms) >= 2 * QUICK.min_runs
-    assert "baseline/fp32 (second session)" in first.interleaved_with
+    # every side, the baseline too, ran in the three sessions (reopened between them), and
+    # every record carries its level in the pool's two-level fit and how the measuring went
+    assert baseline.pool == first.pool and first.pool["sessions"] == 3
+    assert first.pool["stopped"] == "plan" and first.pool["reopened"] is True
     for record in (first, second):
         low, high = record.speedup_ci
         # how fast either side is, and how far two sessions of one file are apart, is the
         # machine's business: the test checks that the figures exist and are ordered
         assert 0 < low <= record.speedup <= high < math.inf
         assert {r.label for r in records} - {record.label} <= set(record.interleaved_with)
-        assert 0 <= record.noise_band < math.inf
+        assert record.noise_band is None  # the sessions replace it
         assert len(record.rounds_ms) == len(baseline.rounds_ms)
-        # the rounds ran in three sessions of every side, and the interval is over sessions
         assert sorted(set(record.round_sessions)) == [0, 1, 2]
-        from_sessions = session_ratio(baseline.rounds_ms, record.rounds_ms, record.round_sessions)
-        assert record.speedup_ci == pytest.approx(from_sessions[1], rel=1e-3)  # rounds are rounded
+        assert record.latency_fit["sessions"] == 3 and record.latency_fit["df"] == 4  # 2 x 2
+        over = level_ratio(LevelFit.from_dict(baseline.latency_fit),
+                           LevelFit.from_dict(record.latency_fit))  # fmt: skip
+        assert (record.speedup, record.speedup_ci) == (over[0], list(over[1]))
 
 
 def test_a_reopened_session_is_a_new_process_of_the_same_file(export_digits):
@@ -214,13 +216,12 @@ def test_the_latency_gate_passes_an_artifact_against_itself_and_catches_a_slower
     same = latency_regression(
         artifact, artifact, 10.0, device="cpu", threads=1, protocol=QUICK, guard=NO_GUARD
     )
-    # the interval is widened by the band of the reference against itself, so a file against
-    # itself passes by the gate's own rule (its lower bound is at most the threshold)
+    # sessions are added until the interval lies on one side of the bound: a file against
+    # itself passes once its whole interval is within 10 %
     low, high = same.figures["ratio_ci"]
-    band_low, band_high = same.figures["noise_band"]
     assert 0 < low <= same.figures["ratio"] <= high < math.inf
-    assert 0 < band_low <= band_high < math.inf
-    assert same.passed == (low <= same.bound) and same.passed, same.detail
+    assert same.figures["sessions"] >= 2 and same.figures["decided"], same.detail
+    assert same.passed == (high <= same.bound) and same.passed, same.detail
     p50 = bench_artifact(
         artifact.path, device="cpu", threads=1, protocol=QUICK, guard=NO_GUARD
     ).stats["p50_ms"]
@@ -235,3 +236,32 @@ def test_the_latency_gate_passes_an_artifact_against_itself_and_catches_a_slower
         synthetic_delay_ms=p50,
     )  # the candidate sleeps one more reference median per call: twice as slow, scripted
     assert not slower.passed and slower.measured > slower.bound, slower.detail
+
+
+def test_a_budget_too_short_to_decide_is_said_and_bench_still_exits_0(export_digits, capsys):
+    """A precision no budget of a second can reach: bench measures its planned sessions, says
+    the budget ended it and which pairs are undecided, and exits 0 (a measurement, not a gate)."""
+    from cli_helpers import run_cli
+
+    fp32, int8 = export_digits("onnx", "fp32").path, export_digits("onnx", "int8").path
+    result = run_cli(capsys, "bench", str(fp32), str(int8), "--precision", "0.1%",
+                     "--budget-s", "1", "--rounds", "4", "--min-seconds", "0.1",
+                     "--no-noise-guard", "--no-baseline")  # fmt: skip
+    assert result.code == 0, result.err
+    assert "stopped on the time budget (another session would not fit)" in result.out
+    assert "speed groups, fastest first: 1) onnx/" in result.out
+
+
+def test_a_latency_gate_the_budget_cannot_decide_fails(export_digits, capsys):
+    """A file against itself at a 0.1 % bound: no budget of a second decides it, and a gate
+    that could not decide fails (exit 1), saying so, rather than pass what it could not see."""
+    from cli_helpers import run_cli
+
+    onnx = str(export_digits("onnx", "fp32").path)
+    result = run_cli(capsys, "check", onnx, "--against", onnx, "--max-latency-regression",
+                     "0.1", "--budget-s", "1", "--rounds", "4", "--json")  # fmt: skip
+    assert result.code == 1, result.err
+    (gate,) = json.loads(result.out)["gates"]
+    assert gate["passed"] is False and gate["stopped"] in ("budget", "decided")
+    # almost always the interval straddles 1.001; where it lies above, it failed as a regression
+    assert not gate["decided"] or gate["ratio_ci"][0] > 1.001

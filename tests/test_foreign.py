@@ -15,7 +15,7 @@ from cli_helpers import plumbing_config, run_cli
 # the benches here check what is reported about a file, not its figures: no noise guard, so they
 # run beside other tests (the latency gate below runs alone)
 QUICK = ["--rounds", "3", "--min-runs", "5", "--min-seconds", "0.05", "--warmup", "2",
-         "--no-noise-guard"]  # fmt: skip
+         "--no-noise-guard", "--precision", "off"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

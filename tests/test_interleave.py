@@ -1,6 +1,7 @@
-"""The interleaver's rounds, with scripted sides (no runtime): a gate's open question keeps the
-rounds going, a settled one stops them at the plan; sessions reopen every side, and the
-intervals they give hold another run's estimate where intervals from rounds do not."""
+"""The interleaver's rounds, with scripted sides (no runtime): a gate's open question adds
+sessions, a settled one stops at the plan; sessions reopen every side, and the intervals they give
+hold another run's estimate where intervals from rounds do not (what the intervals promise is
+tested by simulation in test_intervals.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from edgekit.errors import UserInputError
 from edgekit.measure.interleave import Interleaved, interleave
 from edgekit.worker.latency import Block, BlockTimer, NoiseGuard, Protocol, check_session_gap
 
-PLAN = Protocol(warmup=0, min_runs=1, min_seconds=0.0, rounds=10, block_seconds=0.001, sessions=1)
+PLAN = Protocol(warmup=0, min_runs=1, min_seconds=0.0, rounds=10, block_seconds=0.001, sessions=1,
+                precision=None)  # fmt: skip
 IN_SESSIONS = Protocol(
-    warmup=0, min_runs=1, min_seconds=0.0, rounds=9, block_seconds=0.001, sessions=3
-)
+    warmup=0, min_runs=1, min_seconds=0.0, rounds=9, block_seconds=0.001, sessions=3,
+    precision=None,
+)  # fmt: skip
 QUIET = NoiseGuard(enabled=False)
 
 
@@ -51,23 +54,24 @@ def test_without_a_question_the_plan_is_the_number_of_rounds():
 
 
 def test_a_settled_question_stops_at_the_plan():
-    result = interleave(sides(1.5), PLAN, QUIET, decided=over_threshold(1.10), max_rounds=40)
-    assert len(result.rounds_used) == PLAN.rounds
+    result = interleave(sides(1.5), PLAN, QUIET, decided=over_threshold(1.10))
+    assert len(result.rounds_used) == PLAN.rounds and result.stopped == "decided"
     assert result.ratio(1, 0)[1][0] > 1.10
 
 
-def test_an_open_question_goes_on_until_the_interval_leaves_the_threshold():
+def test_an_open_question_adds_sessions_until_the_interval_leaves_the_threshold():
     planned = interleave(sides(1.15), PLAN, QUIET)
     _, (low, high) = planned.ratio(1, 0)
     assert low <= 1.10 < high  # ten rounds cannot tell 15 % from 10 % at this spread
-    result = interleave(sides(1.15), PLAN, QUIET, decided=over_threshold(1.10), max_rounds=40)
-    assert PLAN.rounds < len(result.rounds_used) <= 40
+    result = interleave(sides(1.15), PLAN, QUIET, decided=over_threshold(1.10))
+    assert len(set(result.sessions_used)) > 1 and result.stopped == "decided"
     assert result.ratio(1, 0)[1][0] > 1.10  # caught
 
 
-def test_an_answer_that_never_comes_stops_at_the_cap():
-    result = interleave(sides(1.0), PLAN, QUIET, decided=lambda result: False, max_rounds=25)
-    assert len(result.rounds_used) == 25
+def test_an_answer_that_never_comes_stops_at_the_most_sessions():
+    capped = replace(PLAN, max_sessions=4)
+    result = interleave(sides(1.0), capped, QUIET, decided=lambda result: False)
+    assert len(set(result.sessions_used)) == 4 and result.stopped == "sessions"
 
 
 class Session(BlockTimer):
@@ -121,7 +125,9 @@ def test_session_intervals_hold_another_runs_estimate_where_round_intervals_do_n
             pairs
         )
 
-    assert held(1) >= 0.85  # a 95 % prediction interval over sessions
+    # a 95 % interval of the ratio holds another run's estimate less often than the truth (both
+    # scatter); with two degrees of freedom its t quantile makes up most of that here
+    assert held(1) >= 0.8
     assert held(2) < 0.5  # rounds alone cannot see how far sessions differ
 
 
@@ -183,15 +189,6 @@ def test_blocks_last_block_seconds_and_rounds_cover_min_runs_and_min_seconds():
     assert block_sizes([Fixed("one", 500.0)], replace(plan, min_runs=1))[0] == [1]
 
 
-def test_sessions_split_the_rounds_into_equal_stretches_of_at_least_two():
-    from edgekit.measure.interleave import session_starts
-
-    assert session_starts(9, 3) == {3, 6}
-    assert session_starts(10, 3) == {3, 7}
-    assert session_starts(5, 3) == {2}  # two stretches: five rounds hold no third of two
-    assert session_starts(3, 3) == set() and session_starts(10, 1) == set()
-
-
 def test_several_sessions_of_one_thing_count_as_their_geometric_mean_per_round():
     def blocks(*ms: float) -> list[Block]:
         return [Block(None, value, value) for value in ms]
@@ -211,7 +208,7 @@ def test_a_disturbed_round_earns_another_and_is_left_out_while_enough_clean_ones
     said: list[str] = []
     result = interleave(timers, PLAN, guard, progress=said.append)
     assert result.disturbed == [True, True] + [False] * 10  # two more rounds than planned
-    assert said == ["round 5/12", "round 10/12"]
+    assert said == ["session 1: 10 round(s) of every side", "round 5", "round 10"]
     assert result.rounds_used == list(range(2, 12))
     # always disturbed: at most retries x the plan more rounds, then every round counts
     always = [Fixed("a", 1.0, disturbed_rounds=range(100)), Fixed("b", 1.0)]
@@ -260,24 +257,20 @@ def test_a_side_that_crashes_stops_alone_and_all_crashing_stops_the_rounds():
     assert set(result.failed) == {0, 1} and result.rounds_used == []  # nothing to compare
 
 
-def test_a_question_never_extends_past_max_rounds_below_the_plan():
-    result = interleave(sides(1.0), PLAN, QUIET, decided=lambda result: False, max_rounds=5)
-    assert len(result.rounds_used) == PLAN.rounds
-
-
 def test_progress_says_the_round_every_five_and_each_new_session(monkeypatch):
     monkeypatch.setattr("edgekit.measure.interleave.time.sleep", lambda seconds: None)
     said: list[str] = []
     interleave(sides(1.0), PLAN, QUIET, progress=said.append)
-    assert said == ["round 5/10", "round 10/10"]
+    assert said == ["session 1: 10 round(s) of every side", "round 5", "round 10"]
     said.clear()
     timers: list[BlockTimer] = [Session(n, 0.04, np.random.default_rng(0)) for n in "ab"]
     interleave(timers, IN_SESSIONS, QUIET, progress=said.append)
-    assert said == ["new sessions", "round 5/9", "new sessions"]  # no gap, no wait
+    sessions = [f"session {k}: 3 round(s) of every side" for k in (1, 2, 3)]
+    assert said == [sessions[0], sessions[1], "round 5", sessions[2]]  # no gap, no wait
     said.clear()
     interleave(timers, replace(IN_SESSIONS, session_gap_s=120.0), QUIET, progress=said.append)
-    assert said == ["waiting 120 s before session 2", "new sessions", "round 5/9",
-                    "waiting 120 s before session 3", "new sessions"]  # fmt: skip
+    assert said == [sessions[0], "waiting 120 s before session 2", sessions[1], "round 5",
+                    "waiting 120 s before session 3", sessions[2]]  # fmt: skip
 
 
 def test_a_side_that_crashed_is_not_reopened_and_the_others_still_are():
@@ -313,9 +306,10 @@ def test_the_rounds_end_at_the_plan_past_two_hundred_and_fifty_six():
     result = interleave(bounded(), many, QUIET)
     assert len(result.rounds_used) == 300 and not result.failed
     once_open = iter([False, True])
-    result = interleave(bounded(), many, QUIET,
-                        decided=lambda result: next(once_open), max_rounds=400)  # fmt: skip
-    assert len(result.rounds_used) == 301  # the open question earned one round, then settled
+    result = interleave(bounded(), many, QUIET, decided=lambda result: next(once_open))
+    # the open question earned one more session (of the fewest rounds: nothing scatters), then
+    # settled
+    assert len(result.rounds_used) == 302 and result.sessions_used[-1] == 1
 
 
 def test_a_short_session_gap_still_waits(monkeypatch):
@@ -351,8 +345,10 @@ def test_an_open_question_past_the_retry_budget_does_not_earn_retries(monkeypatc
     monkeypatch.setattr("edgekit.measure.interleave.wait_for_quiet", lambda *a, **k: None)
     no_retries = NoiseGuard(threshold=0.15, retries=0)
     timers: list[BlockTimer] = [Fixed("a", 1.0, disturbed_rounds=range(10, 100)), Fixed("b", 1.0)]
-    result = interleave(timers, PLAN, no_retries, decided=lambda result: False, max_rounds=14)
-    assert len(result.disturbed) == 14  # the question's rounds, none more for the disturbed ones
+    two = replace(PLAN, max_sessions=2)
+    result = interleave(timers, two, no_retries, decided=lambda result: False)
+    # the plan's ten rounds and the second session's two, none more for the disturbed ones
+    assert len(result.disturbed) == 12
 
 
 def test_a_side_whose_reopening_fails_stops_there_and_the_others_go_on():

@@ -26,7 +26,7 @@ from edgekit.artifacts.artifact import load_artifact
 
 EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
 TESTS = Path(__file__).parent
-QUICK_RUN = ["--min-seconds", "0.2", "--min-runs", "10", "--rounds", "3"]
+QUICK_RUN = ["--min-seconds", "0.2", "--min-runs", "10", "--rounds", "3", "--precision", "off"]
 
 
 def _start(args: list[str], cwd: Path, **env: str) -> subprocess.Popen:

@@ -12,7 +12,9 @@ from cli_helpers import run_cli
 from edgekit.measure.memory import LEAK_FLOOR_KB_PER_1K, leak_slope
 from edgekit.worker.latency import LatencyRecord
 
-QUICK = ("--min-seconds", "0.2", "--rounds", "10", "--no-baseline", "--no-noise-guard")
+# one session: the memory of one session's invokes is what is tested, not a latency
+QUICK = ("--min-seconds", "0.2", "--rounds", "10", "--no-baseline", "--no-noise-guard",
+         "--sessions", "1", "--precision", "off")  # fmt: skip
 
 
 def _bench(capsys, *paths, json_out=True):

@@ -108,7 +108,14 @@ def test_max_drop_keeps_the_damaged_tensor_float(report, damaged, damaged_data, 
         validation_samples=50,  # each export's own check; the drop is measured on all of them
         ranking=report.ranking(),
         bench_protocol=Protocol(
-            warmup=2, min_runs=5, min_seconds=0.0, max_seconds=2.0, rounds=3, block_seconds=0.02
+            warmup=2,
+            min_runs=5,
+            min_seconds=0.0,
+            max_seconds=2.0,
+            rounds=3,
+            block_seconds=0.02,
+            sessions=1,
+            precision=None,
         ),
         bench_guard=NoiseGuard(enabled=False),
     )

@@ -41,7 +41,7 @@ def test_a_tie_goes_to_the_smaller_drop_then_the_smaller_file():
     a = measured_row("tflite", "int8", [1.00, 1.05, 0.97, 1.03, 0.99], 0.4, 0.8, size=900)
     b = measured_row("onnx", "int8", [1.01, 0.98, 1.04, 0.99, 1.02], 0.1, 0.5, size=2000)
     advice = recommend(interleaved(a, b), max_drop=1.0)
-    assert advice.best is b and "tied on latency" in advice.tie_break
+    assert advice.best is b and "in one speed group" in advice.tie_break
     c = measured_row("executorch", "int8", [1.02, 0.99, 1.01, 1.00, 1.00], 0.1, 0.5, size=500)
     advice = recommend(interleaved(a, b, c), max_drop=1.0)
     assert advice.best is c  # same drop as b, smaller file
@@ -271,12 +271,12 @@ def test_a_tie_on_drop_and_size_goes_to_the_smaller_p50_and_each_loser_says_why(
     advice = recommend(interleaved(a, b, slow), max_drop=1.0)
     assert advice.best is a  # p50 1.00 against 1.01
     assert advice.tie_break == (
-        "tied on latency with onnx/int8 @ cpu x1 (ratio intervals include 1): chose the smaller "
+        "in one speed group with onnx/int8 @ cpu x1 (not told apart): chose the smaller "
         "drop, then the smaller file"
     )
     value, (low, high) = latency_ratio(slow, a)
     assert advice.reasons == [
-        (b.label, "tie on latency; lost on drop +0.10 or size"),
+        (b.label, "same speed group; lost on drop +0.10 or size"),
         (slow.label, f"slower: {value:.2f}x [{low:.2f}, {high:.2f}] its p50"),
     ]
 
@@ -415,8 +415,8 @@ def test_two_rows_alike_in_every_field_are_still_two_rows():
     )
     advice = recommend([a, b], max_drop=1.0)
     assert advice.best is a
-    assert advice.reasons == [(b.label, "tie on latency; lost on drop +0.10 or size")]
-    assert advice.tie_break.startswith(f"tied on latency with {b.label} (ratio intervals")
+    assert advice.reasons == [(b.label, "same speed group; lost on drop +0.10 or size")]
+    assert advice.tie_break.startswith(f"in one speed group with {b.label} (not told apart")
 
 
 def test_by_default_the_budget_is_one_point_on_the_upper_bound():
@@ -484,3 +484,53 @@ def test_the_recommendation_names_the_memory_of_what_it_recommends(memory, said)
     advice = recommend(interleaved(best), max_drop=1.0)
     assert advice.best is best
     assert advice.summary.endswith(f"<= 1){said}")
+
+
+def test_groups_decide_where_rounds_alone_tied_and_the_faster_artifact_wins():
+    """The MobileNetV2 case: onnx/int8 6.09 ms, executorch/int8 6.95 ms. Told apart, the faster
+    one is recommended although the slower one's file is smaller."""
+    from measured_rows import fitted
+
+    onnx = fitted(measured_row("onnx", "int8", [6.09] * 3, 0.0, 0.0, size=4000), 6.09)
+    executorch = fitted(measured_row("executorch", "int8", [6.95] * 3, 0.0, 0.0, size=3000), 6.95)
+    tflite = fitted(measured_row("tflite", "int8", [6.12] * 3, 0.0, 0.0, size=3500), 6.12)
+    rows = interleaved(onnx, executorch, tflite)
+    advice = recommend(rows)
+    assert advice.groups == [["onnx/int8 @ cpu x1", "tflite/int8 @ cpu x1"],
+                             ["executorch/int8 @ cpu x1"]]  # fmt: skip
+    assert advice.best is tflite  # the smaller file within the fastest group
+    assert advice.versus.startswith("tflite/int8 @ cpu x1 is 1.14x [")
+    assert advice.versus.endswith("faster than executorch/int8 @ cpu x1")
+    assert "faster than executorch/int8" in advice.summary
+
+
+def test_a_member_of_a_chained_group_told_apart_from_the_fastest_is_not_recommended():
+    """a ~ b and b ~ c, but a < c: one group (no cut holds), and c, told apart from a, does not
+    win on its smaller drop."""
+    from measured_rows import fitted
+
+    a = fitted(measured_row("onnx", "int8", [1.0] * 3, 0.5, 0.6), 1.0, variance=2e-4)
+    b = fitted(measured_row("tflite", "int8", [1.04] * 3, 0.4, 0.5), 1.04, variance=2e-4)
+    c = fitted(measured_row("executorch", "int8", [1.08] * 3, 0.0, 0.0), 1.08, variance=2e-4)
+    advice = recommend(interleaved(a, b, c))
+    assert advice.groups == [["onnx/int8 @ cpu x1", "tflite/int8 @ cpu x1",
+                              "executorch/int8 @ cpu x1"]]  # fmt: skip
+    assert advice.best is b  # b ties with a and has the smaller drop; c is slower than a
+
+
+def test_the_recommended_pools_groups_and_measuring_are_said_in_words():
+    from measured_rows import fitted
+
+    from edgekit.report.recommend import decision_lines
+
+    fast = fitted(measured_row("onnx", "int8", [1.0] * 3, 0.0, 0.1), 1.0)
+    slow = fitted(measured_row("onnx", "fp32", [2.0] * 3, 0.0, 0.1), 2.0)
+    for row in (fast, slow):
+        row.pool = {"sessions": 4, "rounds": 12, "stopped": "precision", "precision": 0.05,
+                    "seconds": 31.0, "reopened": True}  # fmt: skip
+    advice = recommend(interleaved(fast, slow))
+    lines = decision_lines(advice)
+    assert lines[0] == "speed groups, fastest first: 1) onnx/int8 @ cpu x1  2) onnx/fp32 @ cpu x1"
+    assert lines[1].startswith("onnx/int8 @ cpu x1 is 2.00x [1.9")
+    assert lines[2] == ("measured in 4 session(s) of every side, 12 interleaved rounds, 31 s; "
+                        "stopped on every interval within 5 % of its ratio")  # fmt: skip

@@ -21,6 +21,8 @@ from edgekit.run.cells import failed_row as _failed
 from edgekit.run.config import RunConfig
 
 RECORDED = Path(__file__).parent / "data" / "results_recorded.json"
+# a run recorded before the two-level intervals (results schema 2: rounds and a noise band)
+SCHEMA_2 = Path(__file__).parent / "data" / "results_schema2.json"
 
 
 @pytest.fixture
@@ -59,7 +61,9 @@ def test_report_is_rebuilt_from_results_json_alone(run_dir, capsys):
     plots = sorted(path.name for path in (run_dir / "plots").iterdir())
     assert "layers.png" in plots  # the recorded run profiled its host-CPU artifacts
     inline = page.split("<h2>Plots</h2>")[1]
-    assert inline.count("data:image/png;base64,") == len(plots)  # every plot inside the page
+    # every plot inside the page: the speed groups' chart on the first screen, the rest below
+    assert inline.count("data:image/png;base64,") == len(plots) - 1 and "groups.png" in plots
+    assert '<img id="groups-chart" alt="speed groups" src="data:image/png;base64,' in page
     for name in ("pareto", "latency", "size", "memory"):  # memory: the model's parts, stacked
         assert (run_dir / "plots" / f"{name}.png").stat().st_size > 10_000
     assert "## Not available on this machine" in markdown
@@ -135,7 +139,12 @@ def test_the_page_opens_with_headline_cards_and_a_sortable_filterable_table(run_
     summary = json.loads((run_dir / "report.json").read_text())
     cards = page.split('<div class="cards">')[1].split("</div></div></div>")[0]
     assert summary["recommendation"] in cards and "speed-up over the baseline" in cards
-    assert load_results(run_dir).run["machine"]["id"] in cards
+    how = page.split('<details class="how">')[1].split("</details>")[0]
+    assert load_results(run_dir).run["machine"]["id"] in how  # the machine opens on a click
+    # the first screen's decision: the speed groups' chart beside the ranked table
+    assert '<div class="decision"><img id="groups-chart"' in page
+    assert page.index('id="ranked-table"') < page.index('id="results-0"')
+    assert summary["speed_groups"] and summary["measuring"].startswith("measured in ")
     assert '<table class="sortable" id="results-0">' in page and 'data-table="results-0"' in page
     assert "http://" not in page and "https://" not in page  # offline: nothing fetched
 
@@ -302,6 +311,26 @@ def test_latency_from_another_machine_is_refused_unless_asked(run_dir, tmp_path,
     assert gate.code == 2 and "different machines" in gate.err
 
 
+def test_a_notes_cell_is_one_line_whose_details_open_on_a_click():
+    from edgekit.report.page import table
+
+    html = table(("target", "notes"), [["onnx", "DISTURBED; FALLBACK: conv1 stays float; hint"]])
+    assert ('<details class="notes"><summary>DISTURBED (+2)</summary>FALLBACK: conv1 stays '
+            "float; hint</details>") in html  # fmt: skip
+    assert "<td>one note</td>" in table(("notes",), [["one note"]])
+
+
+def test_precision_off_is_none_in_a_config_file_and_written_back_as_off(tmp_path, capsys):
+    path = tmp_path / "edgekit.toml"
+    assert run_cli(capsys, "run", "--precision", "off", "--budget-s", "30",
+                   "--write-config", str(path)).code == 0  # fmt: skip
+    assert 'precision = "off"' in path.read_text()
+    config = RunConfig.from_toml(path)
+    assert config.precision is None and config.bench_budget_s == 30.0
+    assert config.protocol().precision is None and config.protocol().budget_s == 30.0
+    assert RunConfig().protocol().precision == 0.05  # the default stopping rule
+
+
 def test_config_file_round_trip(tmp_path, capsys):
     path = tmp_path / "edgekit.toml"
     written = run_cli(
@@ -401,3 +430,30 @@ def test_each_quantized_row_shows_its_ratio_to_the_same_targets_fp32():
     assert cells[("tflite", "int8")].startswith("2.00x [")
     assert cells[("tflite", "fp32")] == ""  # itself
     assert cells[("onnx", "int8")] == ""  # no onnx/fp32 in this pool: nothing to divide by
+
+
+def test_a_results_file_of_schema_2_still_opens_in_report_compare_and_history(
+    run_dir, tmp_path, capsys
+):
+    from edgekit.report.history import record_run
+
+    old = tmp_path / "runs" / "20261130-000000-digits-mobilenet"
+    old.mkdir(parents=True)
+    shutil.copy(SCHEMA_2, old / "results.json")
+    assert json.loads(SCHEMA_2.read_text())["schema_version"] == 2
+    report = run_cli(capsys, "report", str(old))
+    assert report.code == 0, report.err
+    summary = json.loads((old / "report.json").read_text())
+    # its ratios come from its rounds widened by its noise band, as the edgekit that wrote it
+    # read them; the speed groups read from those
+    assert summary["recommendation"] and summary["speed_groups"]
+    history = tmp_path / "h.sqlite"
+    for directory in (old, run_dir):
+        record_run(load_results(directory), directory, history)
+    listed = run_cli(capsys, "history", "--history", str(history), "--json")
+    old_id = load_results(old).run["id"]
+    assert listed.code == 0 and old_id in listed.out
+    # recorded on other machines: compared, labelled so
+    compared = run_cli(capsys, "compare", old_id, load_results(run_dir).run["id"], "--history",
+                       str(history), "--across-machines", "--json")  # fmt: skip
+    assert compared.code == 0, compared.err

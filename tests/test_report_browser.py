@@ -25,7 +25,7 @@ from cli_helpers import plumbing_config
 pytestmark = pytest.mark.browser
 
 TESTS = Path(__file__).parent
-QUICK = ["--min-seconds", "0.2", "--min-runs", "20", "--rounds", "4"]
+QUICK = ["--min-seconds", "0.2", "--min-runs", "20", "--rounds", "4", "--precision", "off"]
 FLAGS = (  # a browser that reaches nothing: no network, no first-run or background traffic
     "--headless=new",
     "--no-sandbox",
@@ -158,7 +158,42 @@ def test_the_headline_cards_hold_the_figures_of_results_json(page, fragile_run):
     drop = best["accuracy"]
     assert cards["top-1 drop"][0] == f"{drop['drop_points']:+.2f} points"
     assert f"[{drop['drop_ci'][0]:+.2f}, {drop['drop_ci'][1]:+.2f}]" in cards["top-1 drop"][1]
-    assert cards["machine"][0] == results["run"]["machine"]["cpu_model"]
+    assert "machine" not in cards  # below the decision, behind a click
+    how = page.find_element(By.CSS_SELECTOR, "details.how")
+    how.find_element(By.TAG_NAME, "summary").click()
+    machine = how.find_element(By.CSS_SELECTOR, ".card.machine .figure")
+    assert machine.text == results["run"]["machine"]["cpu_model"]
+
+
+def test_the_first_screen_holds_the_recommendation_the_groups_chart_and_the_ranked_table(
+    browser, fragile_run
+):
+    from selenium.webdriver.common.by import By
+
+    browser.set_window_size(1280, 800)
+    browser.get((fragile_run / "report.html").as_uri())
+    height = browser.execute_script("return window.innerHeight")
+
+    def bottom(selector: str) -> float:
+        element = browser.find_element(By.CSS_SELECTOR, selector)
+        assert element.is_displayed()
+        return browser.execute_script("return arguments[0].getBoundingClientRect().bottom",
+                                      element)  # fmt: skip
+
+    assert bottom(".card.recommendation") <= height
+    assert bottom("#groups-chart") <= height  # the whole chart, not its top
+    chart = browser.find_element(By.ID, "groups-chart")
+    assert browser.execute_script("return arguments[0].naturalWidth", chart) > 0  # it loaded
+    ranked = browser.find_elements(By.CSS_SELECTOR, "#ranked-table tbody tr")
+    report = json.loads((fragile_run / "report.json").read_text())
+    # the ranked table lists the speed groups' artifacts, fastest group first
+    assert [row.find_elements(By.TAG_NAME, "td")[1].text.removesuffix(" (recommended)")
+            for row in ranked] == [label for group in report["speed_groups"]
+                                   for label in group]  # fmt: skip
+    assert browser.execute_script("return arguments[0].getBoundingClientRect().top",
+                                  ranked[0]) < height  # fmt: skip
+    _screenshot(browser, fragile_run, "report-first-screen")
+    browser.set_window_size(1280, 900)
 
 
 def test_the_results_table_sorts_by_a_click_and_filters_by_text(page):

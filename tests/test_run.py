@@ -17,7 +17,7 @@ from cli_helpers import plumbing_config, run_cli
 
 PLUGINS = Path(__file__).parent / "plugins"
 RECORDED = Path(__file__).parent / "data" / "results_recorded.json"
-QUICK = ["--min-seconds", "0.2", "--min-runs", "20", "--rounds", "4"]
+QUICK = ["--min-seconds", "0.2", "--min-runs", "20", "--rounds", "4", "--precision", "off"]
 
 
 def _run(capsys, tmp_path, *args):

@@ -72,7 +72,8 @@ def _write_tuned(path: Path, options: dict, cpu: str | None = None, **record) ->
 
 def _bench(capsys, path: Path, *args: str) -> tuple[dict, str]:
     result = run_cli(capsys, "bench", str(path), *args, "--rounds", "3", "--min-seconds", "0.1",
-                     "--no-baseline", "--no-noise-guard", "--json")  # fmt: skip
+                     "--no-baseline", "--no-noise-guard", "--precision", "off",
+                     "--json")  # fmt: skip
     assert result.code == 0, result.err
     (record,) = json.loads(result.out)
     return record, result.err
@@ -134,7 +135,7 @@ def test_tune_writes_the_winner_into_the_manifest(capsys, export_digits, tmp_pat
     assert record["tuned_p50"]["interval_ms"] == [low, high]
     assert record["tuned_p50"]["within"] == (low <= record["stats"]["p50_ms"] <= high)
     printed = run_cli(capsys, "bench", str(path), "--rounds", "3", "--min-seconds", "0.1",
-                      "--no-baseline", "--no-noise-guard")  # fmt: skip
+                      "--no-baseline", "--no-noise-guard", "--precision", "off")  # fmt: skip
     assert f"[{low:.3f}, {high:.3f}]" in printed.out
     assert ("within tune's" in printed.out) != ("outside tune's" in printed.out)
     default, _ = _bench(capsys, path, "--runtime-options", "default")

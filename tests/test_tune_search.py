@@ -115,17 +115,23 @@ def test_a_winner_that_ties_the_default_at_the_end_is_sent_back_and_kept_on_reco
     assert tuned.best_p50_ms != tuned.default_p50_ms
 
 
-def test_the_incumbents_two_sessions_widen_every_interval():
-    """Sessions of one configuration that differ by 3 % (where each process landed): a
-    candidate 2 % faster within its rounds is a tie, not a win."""
-    opened = iter(range(100))
+def test_sessions_that_land_apart_widen_every_interval():
+    """Every process lands 3 % off another of the same configuration (where its buffers went),
+    and every side is reopened between sessions: a candidate 2 % faster within its rounds is a
+    tie, not a win."""
+    landing = np.random.default_rng(4)
 
-    def landed(options) -> float:
-        if options["threads"] == 2:
-            return 0.98
-        return 1.0 if next(opened) % 2 == 0 else 1.03
+    class Lands(Scripted):
+        def __init__(self, ms: float, seed: int) -> None:
+            super().__init__(ms * float(np.exp(landing.normal(0.0, 0.03))), seed)
+            self.base = ms
 
-    open_timer, _ = scripted(landed)
+        def reopen(self) -> BlockTimer:
+            return Lands(self.base, 0)
+
+    def open_timer(options):
+        return Lands(0.98 if options["threads"] == 2 else 1.0, 0)
+
     tuned = search("f.onnx", DEFAULT, stages((), 2), open_timer, PLAN, QUIET, 60.0)
     (trial,) = tuned.trials
     assert trial.verdict == "tie" and trial.interval[0] < 1.0 < trial.interval[1]

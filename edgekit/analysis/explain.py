@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from edgekit.common.stats import ratio_interval
+from edgekit.common.stats import recorded_ratio
 from edgekit.targets.census import Census
 from edgekit.targets.profiling import DATA_GROUP, QUANT_GROUP
 
@@ -22,17 +22,17 @@ FP16_ISA = ("avx512_fp16", "f16c")
 TINY_MACS = 20_000_000  # below this, a few microseconds of dispatch per op weigh like the MACs
 
 
-def speedup(
-    fp32_rounds: list[float],
-    rounds: list[float],
-    band: float | None,
-    sessions: list[int] | None = None,
-) -> dict | None:
-    """fp32 time over this artifact's, from paired rounds, with its 95 % interval (from the
-    sessions the rounds ran in, else widened by the noise band)."""
-    if not fp32_rounds or len(fp32_rounds) != len(rounds):
+def speedup(fp32: Any, timed: Any) -> dict | None:
+    """fp32 time over this artifact's, both timed in one pool, with its 95 % interval
+    (``edgekit.common.stats.recorded_ratio``: each is a profile, a row or a dict of what was
+    recorded)."""
+
+    def rounds(item: Any) -> list:
+        return (item.get("rounds_ms") if isinstance(item, dict) else item.rounds_ms) or []
+
+    if not rounds(fp32) or len(rounds(fp32)) != len(rounds(timed)):
         return None
-    ratio, (low, high) = ratio_interval(fp32_rounds, rounds, sessions, band)
+    ratio, (low, high) = recorded_ratio(fp32, timed)
     verdict = "faster" if low > 1.0 else ("slower" if high < 1.0 else "no faster (a tie)")
     return {"ratio": ratio, "ci": [low, high], "verdict": verdict}
 
@@ -131,10 +131,7 @@ def explain_all(profiles: list, details: dict[str, tuple[Census, list]], isa: li
         base = next((p for p in profiles if p.target == profile.target and p.recipe == "fp32"
                      and p is not profile), None)  # fmt: skip
         if base is not None:
-            band = max(base.noise_band or 0.0, profile.noise_band or 0.0)
-            profile.speedup_vs_fp32 = speedup(
-                base.rounds_ms, profile.rounds_ms, band, profile.round_sessions
-            )
+            profile.speedup_vs_fp32 = speedup(base, profile)
         census, placed = details[profile.artifact]
         profile.explanation = findings(profile, base, census, placed, isa)
 
@@ -159,7 +156,8 @@ def hint(label: str, census: Census, base_label: str, ratio: dict) -> str:
 def not_faster_hints(items: list[dict[str, Any]]) -> dict[str, str]:
     """For every int8/fp16 item not faster than its target's fp32 in the same pool (same
     device, threads and rounds), the one hint line, keyed by the item's label. An item is
-    ``{label, target, recipe, device, threads, rounds_ms, round_sessions, noise_band, path}``."""
+    ``{label, target, recipe, device, threads, rounds_ms, round_sessions, latency_fit,
+    noise_band, path}``."""
     from edgekit.targets import get_target
 
     lines = {}
@@ -171,8 +169,7 @@ def not_faster_hints(items: list[dict[str, Any]]) -> dict[str, str]:
                      and len(b["rounds_ms"]) == len(item["rounds_ms"])), None)  # fmt: skip
         if base is None:
             continue
-        band = max(base.get("noise_band") or 0.0, item.get("noise_band") or 0.0)
-        ratio = speedup(base["rounds_ms"], item["rounds_ms"], band, item.get("round_sessions"))
+        ratio = speedup(base, item)
         if ratio is None or ratio["verdict"] == "faster":
             continue
         try:

@@ -61,7 +61,8 @@ class ArtifactProfile:
     profiler_run_ms: float | None  # the runtime's own whole-invoke time while profiling
     rounds_ms: list[float] = field(default_factory=list)
     round_sessions: list[int] = field(default_factory=list)
-    noise_band: float | None = None
+    noise_band: float | None = None  # recorded before the two-level fit
+    latency_fit: dict[str, Any] | None = None  # its level in the pool's fit
     notes: list[str] = field(default_factory=list)
     explanation: list[str] = field(default_factory=list)
     speedup_vs_fp32: dict[str, Any] | None = None
@@ -105,7 +106,7 @@ def profile_artifacts(
             loaded,
             device=DEFAULT_DEVICE,
             threads=threads,
-            protocol=protocol or Protocol(rounds=10),
+            protocol=protocol or Protocol(rounds=10, precision=None),
             guard=NoiseGuard(enabled=False),
             baseline=False,
         )
@@ -149,7 +150,8 @@ def profile_artifacts(
                 profiler_run_ms=times.run_ms,
                 rounds_ms=list(record.rounds_ms),
                 round_sessions=list(getattr(record, "round_sessions", [])),
-                noise_band=record.noise_band,
+                noise_band=getattr(record, "noise_band", None),
+                latency_fit=getattr(record, "latency_fit", None),
                 notes=[*census.notes[:1], *times.notes, *_mapping_notes(census, artifact)],
                 top_ops=top_ops,
             )

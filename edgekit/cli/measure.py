@@ -16,6 +16,7 @@ from edgekit.cli.options import (
     TUNED,
     AcrossOption,
     ArtifactsArgument,
+    BudgetOption,
     CpuOption,
     DataOption,
     DeviceOption,
@@ -23,6 +24,7 @@ from edgekit.cli.options import (
     HistoryOption,
     JsonOption,
     NoiseGuardOption,
+    PrecisionOption,
     RoundsOption,
     RuntimeOptionsOption,
     SerialOption,
@@ -30,6 +32,8 @@ from edgekit.cli.options import (
     SessionsOption,
     WeightsOption,
     XnnpackOption,
+    check_budget,
+    parse_precision,
     parse_threads,
     resolve_artifacts,
     resolve_device,
@@ -106,9 +110,11 @@ def bench(
     warmup: Annotated[int, typer.Option("--warmup")] = 10,
     min_runs: Annotated[int, typer.Option("--min-runs")] = 50,
     min_seconds: Annotated[float, typer.Option("--min-seconds")] = 1.0,
-    rounds: RoundsOption = 10,
-    sessions: SessionsOption = 1,
+    rounds: RoundsOption = 9,
+    sessions: SessionsOption = 3,
     session_gap: SessionGapOption = 0.0,
+    precision: PrecisionOption = "5%",
+    budget_s: BudgetOption = 90.0,
     baseline: Annotated[
         bool, typer.Option("--baseline/--no-baseline", help="measure the source model too")
     ] = True,
@@ -127,7 +133,9 @@ def bench(
         raise UserInputError(f"bench: --sessions must be >= 1, got {sessions}")
     check_session_gap(session_gap, sessions)
     protocol = Protocol(warmup=warmup, min_runs=min_runs, min_seconds=min_seconds, rounds=rounds,
-                        sessions=sessions, session_gap_s=session_gap)  # fmt: skip
+                        sessions=sessions, session_gap_s=session_gap,
+                        precision=parse_precision(precision),
+                        budget_s=check_budget(budget_s))  # fmt: skip
     guard = NoiseGuard(enabled=noise_guard)
     where = resolve_device(device, serial, cpu, xnnpack)
     loaded = with_runtime_options(resolve_artifacts(artifacts, foreign), runtime_options,
@@ -170,7 +178,7 @@ def _hints(records: list) -> dict[str, str]:
     items = [
         {"label": r.label, "target": r.target, "recipe": r.recipe, "device": r.device,
          "threads": r.threads, "rounds_ms": r.rounds_ms, "noise_band": r.noise_band,
-         "round_sessions": r.round_sessions,
+         "round_sessions": r.round_sessions, "latency_fit": r.latency_fit,
          "path": r.artifact}
         for r in records
         if r.status == "ok" and r.artifact and r.traits.get("latency_comparable", True)
@@ -255,7 +263,9 @@ def check(
         bool, typer.Option("--recorded", help="run dirs: compare recorded p50s, do not re-measure")
     ] = False,
     threads: Annotated[int, typer.Option("--threads")] = 1,
-    rounds: RoundsOption = 20,
+    rounds: RoundsOption = 9,
+    precision: PrecisionOption = "5%",
+    budget_s: BudgetOption = 90.0,
     cpu: CpuOption = None,
     xnnpack: XnnpackOption = None,
     serial: SerialOption = None,
@@ -302,7 +312,8 @@ def check(
             "--max-arm-x86-diff, --max-peak-mb, --max-size-kb, --max-leak-kb-per-1k, "
             "--max-memory-regression)"
         )
-    protocol = Protocol(rounds=rounds)
+    protocol = Protocol(rounds=rounds, precision=parse_precision(precision),
+                        budget_s=check_budget(budget_s))  # fmt: skip
     results = []
     if len(paths) == 1 and paths[0].is_dir():
         from edgekit.report.history import resolve_run

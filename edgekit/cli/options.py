@@ -99,6 +99,20 @@ SessionGapOption = Annotated[
         "span how the machine drifts over minutes (needs --sessions 2 or more)",
     ),
 ]
+PrecisionOption = Annotated[
+    str,
+    typer.Option(
+        "--precision",
+        help="keep measuring until every interval the decision needs is within this much of "
+        "its ratio, e.g. 5% (off: the planned sessions only)",
+    ),
+]
+BudgetOption = Annotated[
+    float,
+    typer.Option(
+        "--budget-s", help="seconds of measuring per pool at most (the precision's stopping rule)"
+    ),
+]
 AcrossOption = Annotated[
     bool,
     typer.Option(
@@ -133,6 +147,27 @@ def parse_threads(text: str) -> list[int]:
     if not values or min(values) < 1:
         raise UserInputError(f"--threads '{text}': expected positive counts such as 1 or 1,2")
     return values
+
+
+def parse_precision(text: str) -> float | None:
+    """``5%`` (or ``5``) -> 0.05: a percentage above 0 and below 100; ``off`` -> None."""
+    if text.strip().lower() == "off":
+        return None
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value < 100.0:
+        raise UserInputError(
+            f"--precision {text}: expected a percentage above 0 and below 100, such as 5%, or off"
+        )
+    return value / 100.0
+
+
+def check_budget(seconds: float) -> float:
+    if not seconds > 0.0:
+        raise UserInputError(f"--budget-s {seconds:g}: expected seconds above 0")
+    return seconds
 
 
 def parse_csv(text: str) -> list[str]:

@@ -42,7 +42,8 @@ def profile(
     if runs < 1 or threads < 1 or rounds < 2:
         raise UserInputError("profile: --runs and --threads must be >= 1, --rounds >= 2")
     profiles = profile_artifacts(
-        resolve_artifacts(artifacts, foreign), threads, runs, protocol=Protocol(rounds=rounds),
+        resolve_artifacts(artifacts, foreign), threads, runs,
+        protocol=Protocol(rounds=rounds, precision=None),  # the layers, not a decision
         progress=None if as_json else lambda m: err_console.log(m),
     )  # fmt: skip
     if plot is not None:

@@ -20,6 +20,8 @@ from edgekit.cli.options import (
     ForeignOptions,
     HistoryOption,
     JsonOption,
+    check_budget,
+    parse_precision,
     parse_threads,
     renamed,
     with_foreign_options,
@@ -58,6 +60,13 @@ def run(
     session_gap: Annotated[
         float | None,
         typer.Option("--session-gap", help="seconds before each new session (needs --sessions)"),
+    ] = None,
+    precision: Annotated[
+        str | None,
+        typer.Option("--precision", help="measure until every interval is within this, e.g. 5%"),
+    ] = None,
+    budget_s: Annotated[
+        float | None, typer.Option("--budget-s", help="seconds of measuring per device pool")
     ] = None,
     accuracy_aware: Annotated[
         bool | None,
@@ -119,6 +128,7 @@ def run(
 
     from edgekit.devices import parse_devices
     from edgekit.quantize.recipes import parse_recipes
+    from edgekit.report.recommend import decision_lines
     from edgekit.report.tuning import tuning_line
     from edgekit.run.config import RunConfig, options_named
     from edgekit.run.matrix import matrix_summary
@@ -148,12 +158,15 @@ def run(
         "rounds": rounds,
         "sessions": sessions,
         "session_gap": session_gap,
+        "bench_budget_s": None if budget_s is None else check_budget(budget_s),
         "targets": None if targets is None else parse_targets(targets),
         "recipes": None if recipes is None else [r.name for r in parse_recipes(recipes)],
         "devices": None if devices is None else parse_devices(devices),
         "threads": None if threads is None else parse_threads(threads),
     }
     settings = replace(base, **{key: value for key, value in given.items() if value is not None})
+    if precision is not None:  # "off" is None: the planned sessions only
+        settings = replace(settings, precision=parse_precision(precision))
     settings.validate()
     if write_config is not None:
         from edgekit.common.fileio import write_bytes_atomic
@@ -185,6 +198,8 @@ def run(
         for model, advice in result.recommendations.items():
             named = f" ({model})" if len(result.recommendations) > 1 else ""
             console.print(f"[bold]recommendation{named}:[/] {advice.summary}", soft_wrap=True)
+            for line in decision_lines(advice):
+                console.print(f"  {line}", soft_wrap=True, highlight=False)
         for record in result.results.run.get("tuning", []):
             console.print(tuning_line(record), soft_wrap=True)
         if result.failed:

@@ -191,6 +191,32 @@ def versus_host(records: list[Any]) -> None:
     console.print(table)
 
 
+def speed_groups(records: list[Any]) -> None:
+    """Per pool (device and thread count): the artifacts' speed groups, each group against the
+    next, how the measuring stopped and the pairs it left undecided."""
+    from edgekit.common.ranking import group_lines, stopping_line, undecided
+    from edgekit.common.stats import LevelFit
+
+    pools: dict[tuple[str, int], list[Any]] = {}
+    for r in records:
+        if r.status == "ok" and r.latency_fit and r.traits.get("latency_comparable", True):
+            pools.setdefault((r.device, r.threads), []).append(r)
+    for (device, threads), pool in pools.items():
+        artifacts = [r for r in pool if r.artifact]
+        console.print(f"[bold]{device} x{threads}:[/] {stopping_line(pool[0].pool or {})}",
+                      soft_wrap=True, highlight=False)  # fmt: skip
+        levels = [LevelFit.from_dict(r.latency_fit) for r in pool]
+        if len(artifacts) > 1:
+            mine = [LevelFit.from_dict(r.latency_fit) for r in artifacts]
+            for line in group_lines([r.label for r in artifacts], mine):
+                console.print(f"  {line}", soft_wrap=True, highlight=False)
+        open_pairs = undecided(levels, (pool[0].pool or {}).get("precision"))
+        if open_pairs:
+            named = ", ".join(f"{pool[a].label} vs {pool[b].label}" for a, b in open_pairs)
+            console.print(f"  undecided (interval includes 1, wider than the precision): {named}",
+                          soft_wrap=True, highlight=False)  # fmt: skip
+
+
 def latency(records: list[Any]) -> None:
     table = Table(
         "artifact",
@@ -240,6 +266,7 @@ def latency(records: list[Any]) -> None:
             foreign,
         )
     console.print(table)
+    speed_groups(records)
     memory(records)
     for r in records:
         where = r.runtime.get("device") if r.label.startswith("baseline") else None

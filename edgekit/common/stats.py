@@ -1,7 +1,12 @@
-"""Statistics that keep accuracy gates from flaking: a paired bootstrap interval for the
-accuracy drop and McNemar's exact test on the disagreements."""
+"""Statistics that keep accuracy gates from flaking (a paired bootstrap interval for the
+accuracy drop and McNemar's exact test on the disagreements) and latency ratios honest (the
+two-level fit of interleaved rounds in sessions, and Tukey's simultaneous test for groups)."""
 
 from __future__ import annotations
+
+import functools
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -172,3 +177,194 @@ def median_interval(
         random_state=np.random.default_rng(seed),
     )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+# --- two levels: rounds within sessions, sessions within sides (Kalibera and Jones, 2013) ---
+#
+# A side's log latency in round r of session k: mu_side + round_r + session_(side,k) + noise.
+# Interleaving puts every side in every round, so round_r (the machine's minute) cancels in any
+# ratio; what is left are the sessions (a new process: where kernels and buffers landed) and the
+# rounds' noise within them. Both are estimated from the pool's own data, as the two-way
+# analysis of variance of a sides x sessions table: each side's session means, the sessions'
+# common drift removed, leave its interaction with the sessions (sigma_session^2 + sigma_round^2
+# / rounds). That mean square is pooled over the sides, which gives every ratio (sides - 1) x
+# (sessions - 1) degrees of freedom; a side whose own sessions spread far more than the pool's
+# (Shukla's stability variance, an F test) keeps its own, wider variance, so its intervals say
+# so; the pool keeps its share (dropping the largest shares would bias the pool low).
+
+HETEROGENEITY_LEVEL = 0.10
+
+
+@dataclass(frozen=True)
+class LevelFit:
+    """One side's estimate from a two-level fit: its mean log latency (the mean of its session
+    means), the variance of that mean, and its degrees of freedom."""
+
+    log_level: float
+    variance: float
+    df: float
+    sessions: int
+    own_variance: bool = False  # its sessions spread beyond the pool's: its own variance
+
+    def to_dict(self) -> dict[str, float | int | bool]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, payload: dict) -> LevelFit:
+        return cls(**{f.name: payload[f.name] for f in fields(cls) if f.name in payload})
+
+
+@dataclass(frozen=True)
+class TwoLevelFit:
+    """The pool's two levels: every side's ``LevelFit``, and the variance components a plan
+    for more measurement needs (per log block median)."""
+
+    sides: list[LevelFit]
+    session_var: float  # between sessions of one side (beyond the rounds' noise)
+    round_var: float  # between rounds within one session
+    rounds_per_session: float
+
+
+def fit_two_levels(log_rounds: np.ndarray, sessions: np.ndarray | list[int]) -> TwoLevelFit:
+    """The two-level fit of ``log_rounds`` (sides x rounds: the log of each block's median) whose
+    rounds ran in ``sessions`` (a label per round; every side reopened between sessions).
+
+    With one session the rounds are the only level: each side's variance is the rounds' spread
+    of the pair-free two-way residuals (the sessions' own offsets cannot be seen, and the
+    caller's report says so)."""
+    values = np.asarray(log_rounds, dtype=np.float64)
+    labels = np.asarray(sessions)
+    count, _ = values.shape
+    keys = list(dict.fromkeys(labels.tolist()))
+    cells = np.stack([values[:, labels == key].mean(axis=1) for key in keys], axis=1)
+    per_session = np.array([(labels == key).sum() for key in keys], dtype=np.float64)
+    within = values - cells[:, [keys.index(label) for label in labels.tolist()]]
+    within = within - within.mean(axis=0, keepdims=True)  # each round's drift, common to all
+    round_freedom = max((count - 1) * (len(labels) - len(keys)), 1)
+    round_var = float((within**2).sum() / round_freedom)
+    rounds_mean = float(per_session.mean())
+    if len(keys) < 2 or count < 2:
+        # one session: the rounds are the units (no session variance can be seen)
+        variance = round_var / len(labels)
+        fits = [LevelFit(float(cells[s].mean()), variance, float(round_freedom), len(keys))
+                for s in range(count)]  # fmt: skip
+        return TwoLevelFit(fits, 0.0, round_var, rounds_mean)
+    residual = (
+        cells - cells.mean(axis=1, keepdims=True) - cells.mean(axis=0, keepdims=True) + cells.mean()
+    )
+    sessions_n = len(keys)
+    freedom = (count - 1) * (sessions_n - 1)
+    per_side = (residual**2).sum(axis=1)
+    pooled = float(per_side.sum() / freedom)
+    own = _own_variances(per_side, count, sessions_n, pooled)
+    fits = []
+    for side in range(count):
+        cell_var, side_freedom = (own[side], sessions_n - 1) if side in own else (pooled, freedom)
+        fits.append(LevelFit(float(cells[side].mean()), cell_var / sessions_n,
+                             float(side_freedom), sessions_n, side in own))  # fmt: skip
+    session_var = max(pooled - round_var / rounds_mean, 0.0)
+    return TwoLevelFit(fits, session_var, round_var, rounds_mean)
+
+
+def _own_variances(
+    per_side: np.ndarray, count: int, sessions_n: int, pooled: float
+) -> dict[int, float]:
+    """The sides whose sessions spread beyond the pool's (Shukla's unbiased per-side variance of
+    the interaction, over the pooled one: an F test at ``HETEROGENEITY_LEVEL``), with that
+    variance; none with fewer than three sides (two sides share one interaction)."""
+    if count < 3 or pooled <= 0.0:
+        return {}
+    total = per_side.sum()
+    freedom = sessions_n - 1
+    shukla = count / ((count - 2) * freedom) * per_side - total / (
+        (count - 1) * (count - 2) * freedom
+    )
+    limit = pooled * stats.f.ppf(1.0 - HETEROGENEITY_LEVEL, freedom, (count - 1) * freedom)
+    return {side: float(value) for side, value in enumerate(shukla) if value > limit}
+
+
+def combined(levels: list[LevelFit]) -> LevelFit:
+    """Several sides of one thing (sessions of it open at once) as one: the mean of their log
+    levels, its variance from theirs."""
+    count = len(levels)
+    return LevelFit(
+        float(np.mean([level.log_level for level in levels])),
+        sum(level.variance for level in levels) / count**2,
+        min(level.df for level in levels),
+        levels[0].sessions,
+        any(level.own_variance for level in levels),
+    )
+
+
+def level_ratio(
+    side: LevelFit, reference: LevelFit, confidence: float = 0.95, critical: float | None = None
+) -> tuple[float, tuple[float, float]]:
+    """``side``'s latency over ``reference``'s with its interval: the difference of their log
+    levels, its variance the sum of theirs (their sessions are separate processes), a t
+    quantile at their (Welch-Satterthwaite) degrees of freedom, or ``critical`` in its place
+    (a simultaneous interval's)."""
+    centre = side.log_level - reference.log_level
+    variance = side.variance + reference.variance
+    if variance <= 0.0:
+        value = float(np.exp(centre))
+        return value, (value, value)
+    quantile = (
+        critical if critical is not None else t_quantile(confidence, pair_df(side, reference))
+    )
+    half = quantile * float(np.sqrt(variance))
+    return float(np.exp(centre)), (float(np.exp(centre - half)), float(np.exp(centre + half)))
+
+
+def pair_df(a: LevelFit, b: LevelFit) -> float:
+    """Welch-Satterthwaite degrees of freedom of a difference of two levels."""
+    if a.df == b.df:
+        return a.df
+    spread = a.variance + b.variance
+    parts = a.variance**2 / a.df + b.variance**2 / b.df
+    return float(spread**2 / parts) if parts > 0 else min(a.df, b.df)
+
+
+def t_quantile(confidence: float, df: float) -> float:
+    return float(stats.t.ppf(0.5 + confidence / 2.0, max(df, 1.0)))
+
+
+def simultaneous_quantile(comparisons: int, df: float, confidence: float = 0.95) -> float:
+    """Tukey's critical value for all pairs of ``comparisons`` levels, on the scale of one
+    pair's standard error (the studentized range over the square root of 2): intervals this
+    wide hold every pairwise ratio at once with ``confidence``."""
+    if comparisons < 3:
+        return t_quantile(confidence, df)
+    return _tukey(comparisons, round(min(max(df, 1.0), 1000.0), 1), confidence)
+
+
+@functools.cache
+def _tukey(comparisons: int, freedom: float, confidence: float) -> float:
+    return float(stats.studentized_range.ppf(confidence, comparisons, freedom) / np.sqrt(2.0))
+
+
+def relative_half_width(interval: tuple[float, float], ratio: float) -> float:
+    """How far an interval reaches from its ratio, as a fraction of it (the larger side)."""
+    low, high = interval
+    if ratio <= 0:
+        return float("inf")
+    return max(high / ratio - 1.0, 1.0 - low / ratio)
+
+
+def recorded_ratio(
+    side: Any, reference: Any, confidence: float = 0.95
+) -> tuple[float, tuple[float, float]]:
+    """``side``'s latency over ``reference``'s from what was recorded of each (a result row, a
+    profile, or a dict with ``latency_fit``, ``rounds_ms``, ``round_sessions`` and
+    ``noise_band``), both of one pool: from their levels in the pool's two-level fit, or, for
+    what was recorded before the fit existed, from the paired rounds (``ratio_interval``)."""
+
+    def read(item: Any, name: str) -> Any:
+        return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+    fits = read(side, "latency_fit"), read(reference, "latency_fit")
+    if fits[0] and fits[1]:
+        return level_ratio(LevelFit.from_dict(fits[0]), LevelFit.from_dict(fits[1]), confidence)
+    band = max(read(side, "noise_band") or 0.0, read(reference, "noise_band") or 0.0)
+    sessions = read(side, "round_sessions") or None
+    rounds = read(side, "rounds_ms"), read(reference, "rounds_ms")
+    return ratio_interval(*rounds, sessions, band or None, confidence)

@@ -34,7 +34,9 @@ from edgekit.worker.latency import NoiseGuard, Protocol
 
 DEFAULT_MAX_STEPS = 4
 STEPS_DIR = ".accuracy-aware"
-STEP_PROTOCOL = Protocol(warmup=5, min_runs=30, min_seconds=0.3, max_seconds=10.0, rounds=8)
+# two sessions of a fixed plan: the steps' ratios are advice beside the drop, not a decision
+STEP_PROTOCOL = Protocol(warmup=5, min_runs=30, min_seconds=0.3, max_seconds=10.0, rounds=8,
+                         sessions=2, precision=None)  # fmt: skip
 
 
 @dataclass

@@ -1,12 +1,12 @@
 """``edgekit bench``: the latency of artifacts on a device, each session in its own child, all of
 them and the baseline interleaved in rounds (``edgekit.measure.interleave``), so that every ratio
 (speed-up over the baseline, one artifact over another) comes from the same machine state and
-carries a 95 % interval from the paired rounds."""
+carries a 95 % interval from the two levels of the design: rounds within sessions, sessions within
+sides."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,6 @@ import numpy as np
 from edgekit.artifacts.artifact import Artifact, as_artifact
 from edgekit.artifacts.runtime_options import tuned_p50
 from edgekit.common.machine import fingerprint
-from edgekit.common.stats import band_of, latency_summary
 from edgekit.devices import DEFAULT_DEVICE, as_device, get_device
 from edgekit.errors import EdgekitError
 from edgekit.measure.interleave import Interleaved, interleave
@@ -24,7 +23,6 @@ from edgekit.worker.latency import BlockTimer, LatencyRecord, NoiseGuard, Protoc
 from edgekit.worker.parent import WorkerTimer
 
 BASELINE_LABEL = "baseline/fp32"
-BASELINE_SESSIONS = 2
 
 
 def baseline_timer(
@@ -84,12 +82,14 @@ def measure(
     guard: NoiseGuard,
     progress: Callable[[str], None] | None = None,
     decided: Callable[[Interleaved], bool] | None = None,
-    max_rounds: int = 0,
+    pairs: list[tuple[int, int]] | None = None,
 ) -> Interleaved:
-    """Interleave ``timers`` and fill the matching ``records`` (statistics, facts, warnings);
-    ``decided`` and ``max_rounds`` as in ``edgekit.measure.interleave.interleave``."""
-    result = interleave(timers, protocol, guard, progress, decided, max_rounds)
+    """Interleave ``timers`` and fill the matching ``records`` (statistics, facts, warnings,
+    each side's level in the two-level fit and how the pool's measuring went); ``decided`` and
+    ``pairs`` as in ``edgekit.measure.interleave.interleave``."""
+    result = interleave(timers, protocol, guard, progress, decided, pairs)
     versions = runtime_versions()
+    pool = result.summary()
     for side, (timer, record) in enumerate(zip(timers, records, strict=True)):
         timer.close()
         record.load_ms, record.first_ms = timer.load_ms, timer.first_ms
@@ -99,10 +99,12 @@ def measure(
         record.interleaved_with = [label for i, label in enumerate(result.labels) if i != side]
         record.block_runs = result.block_runs[side]
         record.attempts = len(result.disturbed)
+        record.pool = dict(pool)
         if side in result.failed:
             record.status, record.error = "failed", result.failed[side]
             continue
         record.fill(result.blocks[side], result.rounds_used)
+        record.latency_fit = result.level(side).to_dict()
         if record.artifact and record.target:
             record.memory = session_memory(record, timer.memory)
         record.round_sessions = result.sessions_used
@@ -132,14 +134,15 @@ def bench_artifacts(
     progress: Callable[[str], None] | None = None,
 ) -> list[LatencyRecord]:
     """Latency of ``artifacts`` on ``device`` and, where the device is the host's own, of each
-    artifact's baseline, interleaved: every artifact's ``speedup`` is over its baseline, with
-    ``speedup_ci``. Returns the artifacts' records, then the baselines'."""
+    artifact's baseline, interleaved in rounds and sessions: every artifact's ``speedup`` is
+    over its baseline, with ``speedup_ci``, and every record carries its level in the pool's
+    two-level fit (``latency_fit``), from which any two of them compare. Returns the artifacts'
+    records, then the baselines'."""
     protocol, guard = protocol or Protocol(), guard or NoiseGuard()
     where = as_device(device)
     loaded = [as_artifact(a) for a in artifacts]
     records = [LatencyRecord.for_artifact(a, where.name, threads) for a in loaded]
     timers, timed = [], []
-    probe: tuple[Artifact, LatencyRecord] | None = None
     try:
         for artifact, record in zip(loaded, records, strict=True):
             reason = where.unavailable_reason(artifact)
@@ -153,23 +156,13 @@ def bench_artifacts(
                 record.runtime["error_type"] = type(exc).__name__
                 continue
             timed.append(record)
-            if probe is None:
-                probe = (artifact, LatencyRecord.for_artifact(artifact, where.name, threads))
         baselines = _baselines(loaded, where, threads, sample, protocol, timeout_s, baseline)
-        for sessions in baselines.values():
-            for timer, record in sessions.timed():
+        for timer, record in baselines.values():
+            if timer is not None:
                 timers.append(timer)
                 timed.append(record)
-        if probe is not None and len(timers) > 1:  # a second session of the first artifact
-            again = where.timer(probe[0], threads, sample, protocol, timeout_s)
-            again.label = probe[1].label = f"{probe[0].label} (second session)"
-            timers.append(again)
-            timed.append(probe[1])
         if timers:
-            result = measure(timers, timed, protocol, guard, progress)
-            band = _noise_band(result, timed, probe)
-            for record in timed:
-                record.noise_band = band
+            result = measure(timers, timed, protocol, guard, progress, None, decision_pairs(timed))
             _speedups(result, timed, baselines, loaded, records)
     finally:
         for timer in timers:
@@ -180,25 +173,18 @@ def bench_artifacts(
         if record.status == "ok":
             record.tuned_p50 = tuned_p50(artifact.manifest, where.name, threads,
                                          record.stats["p50_ms"])  # fmt: skip
-    extra = [sessions.record for sessions in baselines.values()]
+    extra = [record for _, record in baselines.values()]
     for record in extra:
         record.traits = get_device(DEFAULT_DEVICE).traits(record.runtime).to_dict()
     return records + extra
 
 
-@dataclass
-class BaselineSessions:
-    """The baseline of one source model in two sessions (two child processes): a framework's
-    session can run several percent off another's of the same model (where its kernels and
-    buffers land), which rounds cannot see, so the speed-ups divide by both, per round."""
-
-    timers: list[BlockTimer]
-    record: LatencyRecord  # what the report shows: both sessions' samples, pooled
-    second: LatencyRecord | None = None
-
-    def timed(self) -> list[tuple[BlockTimer, LatencyRecord]]:
-        records = [self.record, self.second][: len(self.timers)]
-        return list(zip(self.timers, records, strict=True))
+def decision_pairs(timed: list[LatencyRecord]) -> list[tuple[int, int]]:
+    """The ratios the decision needs, by side: artifact against artifact (the speed groups);
+    with one artifact, its speed-up over its baseline."""
+    artifacts = [side for side, record in enumerate(timed) if record.artifact]
+    others = artifacts if len(artifacts) > 1 else range(len(timed))
+    return [(a, b) for a in others for b in others if a < b]
 
 
 def _source_key(artifact: Artifact) -> str | None:
@@ -215,9 +201,9 @@ def _baselines(
     protocol: Protocol,
     timeout_s: float,
     wanted: bool,
-) -> dict[str, BaselineSessions]:
+) -> dict[str, tuple[BlockTimer | None, LatencyRecord]]:
     """One baseline per distinct source model, interleaved with the artifacts when the device
-    is the baseline's own machine."""
+    is the baseline's own machine (a timer of None: it could not start, its record says why)."""
     # a server pool interleaves the baseline too: torch on the same node's CUDA GPU
     if (
         not wanted
@@ -225,92 +211,37 @@ def _baselines(
         or not where.traits().latency_comparable
     ):
         return {}
-    baselines: dict[str, BaselineSessions] = {}
+    baselines: dict[str, tuple[BlockTimer | None, LatencyRecord]] = {}
     for artifact in loaded:
         key = _source_key(artifact)
         if key in baselines or key is None:
             continue
         source = artifact.manifest.source.to_dict()
-        timers: list[BlockTimer] = []
         try:
-            for _ in range(BASELINE_SESSIONS):
-                timers.append(baseline_timer(source, threads, sample, protocol, timeout_s))
-            record = baseline_record(timers[0], threads, source.get("name"))
+            timer = baseline_timer(source, threads, sample, protocol, timeout_s)
+            baselines[key] = (timer, baseline_record(timer, threads, source.get("name")))
         except EdgekitError as exc:
-            for timer in timers:
-                timer.close()
-            timers, record = [], baseline_record(None, threads, source.get("name"))
+            record = baseline_record(None, threads, source.get("name"))
             record.error = str(exc)
-        second = None
-        if len(timers) > 1:
-            second = baseline_record(timers[1], threads, source.get("name"))
-            second.label = timers[1].label = f"{BASELINE_LABEL} (second session)"
-        baselines[key] = BaselineSessions(timers, record, second)
+            baselines[key] = (None, record)
     return baselines
-
-
-def _noise_band(
-    result: Interleaved, timed: list[LatencyRecord], probe: tuple | None
-) -> float | None:
-    """How far the second session of the first artifact is from the first, in this pool."""
-    if probe is None or probe[1] not in timed or len(timed) < 2:
-        return None
-    again, first = (
-        timed.index(probe[1]),
-        next(
-            i for i, r in enumerate(timed) if r.artifact == probe[1].artifact and r is not probe[1]
-        ),
-    )
-    if again == first or timed[again].status != "ok" or timed[first].status != "ok":
-        return None
-    return band_of(result.ratio(again, first)[1])
 
 
 def _speedups(
     result: Interleaved,
     timed: list[LatencyRecord],
-    baselines: dict[str, BaselineSessions],
+    baselines: dict[str, tuple[BlockTimer | None, LatencyRecord]],
     loaded: list[Artifact],
     records: list[LatencyRecord],
 ) -> None:
+    """Each artifact's speed-up over its own baseline: the baseline's time over its time."""
     side_of = {id(record): side for side, record in enumerate(timed)}
-    bands = {key: _pool_sessions(result, sessions, side_of) for key, sessions in baselines.items()}
     for artifact, record in zip(loaded, records, strict=True):
-        key = _source_key(artifact)
-        entry = baselines.get(key)
-        if entry is None or record.status != "ok" or entry.record.status != "ok":
+        entry = baselines.get(_source_key(artifact))
+        if entry is None or record.status != "ok" or entry[1].status != "ok":
             continue
-        sessions = [side_of[id(r)] for r in (entry.record, entry.second) if r and r.status == "ok"]
-        band = max(record.noise_band or 0.0, bands[key] or 0.0) or None
-        ratio, interval = result.ratio(sessions, side_of[id(record)], band)
+        ratio, interval = result.ratio(side_of[id(entry[1])], side_of[id(record)])
         record.speedup, record.speedup_ci = ratio, list(interval)
-
-
-def _pool_sessions(
-    result: Interleaved, sessions: BaselineSessions, side_of: dict[int, int]
-) -> float | None:
-    first, second = sessions.record, sessions.second
-    if second is None or first.status != "ok" or second.status != "ok":
-        return None
-    return pool_sessions(result, side_of[id(first)], side_of[id(second)], first, second)
-
-
-def pool_sessions(
-    result: Interleaved,
-    first_side: int,
-    second_side: int,
-    first: LatencyRecord,
-    second: LatencyRecord,
-) -> float:
-    """Fold a second session into ``first`` (per-round geometric means, pooled samples);
-    returns how far the two sessions differ (their noise band)."""  # fmt: skip
-    sides = [first_side, second_side]
-    first.rounds_ms = [round(value, 5) for value in result.rounds_ms(sides)]
-    first.samples_ms = first.samples_ms + second.samples_ms
-    first.stats = latency_summary(np.asarray(first.samples_ms))
-    first.warnings = sorted(set(first.warnings + second.warnings))
-    first.runtime["sessions"] = len(sides)
-    return band_of(result.ratio(second_side, first_side)[1])
 
 
 def bench_artifact(

@@ -3,8 +3,9 @@ difference, and on latency against a reference, each PASS or FAIL.
 
 The drop gate decides on the upper end of the bootstrap interval by default, so a gate fails
 only when the data say the drop may exceed the bound, not on one unlucky image. The latency
-gate interleaves the candidate with its reference and fails only when the *lower* end of the
-ratio's interval exceeds the bound: when the candidate is slower beyond doubt."""
+gate interleaves the candidate with its reference, in sessions, until the ratio's interval lies
+on one side of the bound or the budget is spent; it passes only when the whole interval is at or
+below the bound."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from typing import Any
 
 from edgekit.artifacts.artifact import Artifact, as_artifact
 from edgekit.common.budget import DropBudget
-from edgekit.common.stats import band_of, widen
 from edgekit.devices import DEFAULT_DEVICE, as_device
 from edgekit.errors import UserInputError
 from edgekit.measure.accuracy import AccuracyRecord
@@ -21,10 +21,6 @@ from edgekit.measure.bench import measure
 from edgekit.measure.interleave import Interleaved
 from edgekit.results import Results
 from edgekit.worker.latency import LatencyRecord, NoiseGuard, Protocol
-
-# a latency gate goes on measuring while its interval straddles the threshold, up to this many
-# times the planned rounds: near the threshold only a narrower interval can decide
-EXTEND_ROUNDS = 4
 
 
 @dataclass(frozen=True)
@@ -167,20 +163,10 @@ def _input_shape(artifact: Artifact) -> tuple[int, ...]:
     return tuple(artifact.manifest.input.shape)
 
 
-def widened_ratio(result: Interleaved) -> tuple[float, float, float, tuple[float, float]]:
-    """A latency gate's figures from its three sides (reference, the reference's second session,
-    candidate): candidate/reference, its interval widened by the noise band (the reference
-    against its second session), and that band's interval."""
-    band = result.ratio(1, 0)[1]
-    ratio, interval = result.ratio(2, 0)
-    low, high = widen(interval, band_of(band))
-    return ratio, low, high, band
-
-
 def latency_decided(result: Interleaved, bound: float) -> bool:
-    """The whole widened interval lies on one side of the bound: more rounds cannot change the
-    verdict."""
-    _, low, high, _ = widened_ratio(result)
+    """The interval of candidate/reference lies on one side of the bound: more sessions cannot
+    change the verdict."""
+    _, (low, high) = result.ratio(1, 0)
     return low > bound or high <= bound
 
 
@@ -195,10 +181,12 @@ def latency_regression(
     guard: NoiseGuard | None = None,
     synthetic_delay_ms: float | None = None,
 ) -> GateResult:
-    """``candidate`` against ``reference``, interleaved with a second session of the reference
-    (the noise band: the reference against itself). Fails when the lower end of the 95 %
-    interval of candidate/reference exceeds ``1 + max_regression_pct / 100``.
-    ``synthetic_delay_ms`` slows the candidate by a known amount (the benchmarks use it)."""
+    """``candidate`` against ``reference``, interleaved in rounds and sessions until the
+    interval of candidate/reference lies on one side of ``1 + max_regression_pct / 100`` or the
+    protocol's budget is spent. Passes only when the whole interval is at or below the bound:
+    a regression beyond doubt fails, and so does a comparison the budget could not decide (a CI
+    must not pass what it could not see). ``synthetic_delay_ms`` slows the candidate by a known
+    amount (the benchmarks use it)."""
     if max_regression_pct < 0:
         raise UserInputError(f"--max-latency-regression must be >= 0 %, got {max_regression_pct}")
     new, old = as_artifact(candidate), as_artifact(reference)
@@ -210,13 +198,13 @@ def latency_regression(
     where = as_device(device)
     if not where.traits().latency_comparable:
         raise UserInputError(f"--device {where.name}: its latency is not comparable")
-    # one session: a gate's band is its own second session of the reference, and its rounds go
-    # on while the answer is open, which a split into sessions planned up front would not follow
-    protocol = replace(protocol or Protocol(rounds=20), sessions=1)
+    # two sessions at least: a process's own landing is what one session cannot see
+    protocol = protocol or Protocol()
+    protocol = replace(protocol, sessions=max(protocol.sessions, 2))
     guard = guard or NoiseGuard()
     bound = 1.0 + max_regression_pct / 100.0
 
-    sides = [(old, None), (old, None), (new, synthetic_delay_ms)]
+    sides = [(old, None), (new, synthetic_delay_ms)]
     timers, records = [], []
     try:
         for artifact, delay in sides:
@@ -224,33 +212,41 @@ def latency_regression(
             timers.append(where.timer(artifact, threads, None, protocol, 600.0, **extra))
             records.append(LatencyRecord.for_artifact(artifact, where.name, threads))
         result = measure(timers, records, protocol, guard, None,
-                         lambda partial: latency_decided(partial, bound),
-                         EXTEND_ROUNDS * protocol.rounds)  # fmt: skip
+                         lambda partial: latency_decided(partial, bound))  # fmt: skip
     finally:
         for timer in timers:
             timer.close()
     failed = [r.error for r in records if r.status != "ok"]
     if failed:
         raise UserInputError(f"{new.path}: the latency comparison failed: {failed[0]}")
-    ratio, low, high, (band_low, band_high) = widened_ratio(result)
+    ratio, (low, high) = result.ratio(1, 0)
+    decided = low > bound or high <= bound
+    pool = result.summary()
+    verdict = (
+        ""
+        if decided
+        else (
+            f"; UNDECIDED: the interval still straddles {bound:.2f} after {pool['sessions']} "
+            f"sessions ({pool['seconds']:.0f} s, the budget {protocol.budget_s:g} s): a larger "
+            "--budget-s may decide it"
+        )
+    )
     detail = (
-        f"candidate/reference {ratio:.3f} [{low:.3f}, {high:.3f}] over "
-        f"{len(result.rounds_used)} interleaved rounds (up to {EXTEND_ROUNDS}x {protocol.rounds} "
-        f"while the interval straddles {bound:.2f}), widened by the noise band: the "
-        f"reference against a second session of itself [{band_low:.3f}, {band_high:.3f}]; p50 "
-        f"{records[2].stats['p50_ms']:.3f} ms vs "
-        f"{records[0].stats['p50_ms']:.3f} ms"
+        f"candidate/reference {ratio:.3f} [{low:.3f}, {high:.3f}] over {pool['rounds']} "
+        f"interleaved rounds in {pool['sessions']} sessions (each side reopened between them; "
+        f"stopped on {pool['stopped']}); p50 {records[1].stats['p50_ms']:.3f} ms vs "
+        f"{records[0].stats['p50_ms']:.3f} ms{verdict}"
     )
     return GateResult(
         str(new.path),
         where.name,
-        "latency ratio, 95% lower bound",
-        low,
+        "latency ratio, 95% interval",
+        high,
         bound,
-        low <= bound,
+        high <= bound,
         detail,
-        {"ratio": ratio, "ratio_ci": [low, high], "noise_band": [band_low, band_high],
-         "rounds": len(result.rounds_used)},
+        {"ratio": ratio, "ratio_ci": [low, high], "decided": decided, "rounds": pool["rounds"],
+         "sessions": pool["sessions"], "stopped": pool["stopped"]},
     )  # fmt: skip
 
 

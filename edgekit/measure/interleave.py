@@ -3,14 +3,20 @@ runs one block per round, in a rotating order, so that all of them see the same 
 
 On a shared VM, noise that /proc/stat cannot see moves a latency by tens of percent between two
 moments; two timings taken at different moments do not give a ratio. Within a round the sides
-are seconds apart, so the per-round ratio cancels what the machine did meanwhile, and the spread
-of the per-round ratios gives an honest interval (``edgekit.common.stats.paired_ratio``).
+are seconds apart, so the round's drift is common to all of them and cancels in every ratio.
 
 What rounds cannot see is a session's own state: where a runtime's kernels and buffers landed
-moves a latency by several percent from one process to the next, and the machine drifts over
-minutes. So the rounds are split into ``protocol.sessions`` stretches, every side is reopened (a
-new session, a new process for a host worker) between them, and a ratio's interval comes from
-the spread between sessions (``edgekit.common.stats.session_ratio``)."""
+moves a latency by several percent from one process to the next. So the rounds run in sessions:
+every side is reopened (a new process for a host worker) between them, all in the same rounds,
+and a ratio's interval comes from a model with both levels, rounds within sessions and sessions
+within sides, each level's variance estimated from the pool's own data
+(``edgekit.common.stats.fit_two_levels``).
+
+How much to measure is decided as it goes (Kalibera and Jones, 2013): after the planned
+sessions, while any interval the decision needs is wider than ``protocol.precision`` of its
+ratio, one more session is added, of the number of rounds that buys the most precision per
+second given the two measured variances and the measured costs of a round and of reopening
+every side, until the precision holds or ``protocol.budget_s`` would be exceeded."""
 
 from __future__ import annotations
 
@@ -18,15 +24,34 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from edgekit.common.stats import ratio_interval
+import numpy as np
+
+from edgekit.common.stats import (
+    LevelFit,
+    TwoLevelFit,
+    combined,
+    fit_two_levels,
+    level_ratio,
+    relative_half_width,
+)
 from edgekit.errors import EdgekitError
 from edgekit.worker.interference import wait_for_quiet
 from edgekit.worker.latency import Block, BlockTimer, NoiseGuard, Protocol
 
 MIN_CLEAN_ROUNDS = 3
 MIN_ROUNDS_PER_SESSION = 2
+MAX_ROUNDS_PER_SESSION = 40
+
+# why the measuring stopped (``Interleaved.stopped``)
+STOPPED_PLAN = "plan"  # no stopping rule: the planned sessions
+STOPPED_PRECISION = "precision"  # every interval the decision needs is within the precision
+STOPPED_DECIDED = "decided"  # a gate's question has its answer
+STOPPED_BUDGET = "budget"  # another session would not fit in the budget
+STOPPED_SESSIONS = "sessions"  # the most sessions a pool may take
+STOPPED_FAILED = "failed"  # every side failed
 
 
 @dataclass
@@ -39,10 +64,16 @@ class Interleaved:
     settle: float | None = None  # others' CPU (cores) when the rounds began
     failed: dict[int, str] = field(default_factory=dict)  # side -> why it stopped
     session_of_round: list[int] = field(default_factory=list)  # which session each round ran in
+    stopped: str = STOPPED_PLAN
+    seconds: float = 0.0  # the measuring's wall time, reopening included
+    reopens_s: list[float] = field(default_factory=list)  # each reopening of every side
+    precision: float | None = None
+    reopened: bool = True  # False: a side cannot start another session (its rounds differ
+    # only in time, and the intervals cannot see a session's own offset)
 
     def rounds_ms(self, side: int | Sequence[int]) -> list[float]:
-        """Per-round block medians of ``side``; of several sessions of one thing (a list of
-        sides), their geometric mean per round."""
+        """Per-round block medians of ``side``; of several sides, their geometric mean per
+        round."""
         sides = [side] if isinstance(side, int) else list(side)
         if len(sides) == 1:
             return [self.blocks[sides[0]][r].median_ms for r in self.rounds_used]
@@ -50,7 +81,7 @@ class Interleaved:
         return [math.exp(sum(values) / len(values)) for values in zip(*logs, strict=True)]
 
     def p50_ms(self, side: int | Sequence[int]) -> float:
-        """The median invoke of ``side`` (its sessions' samples pooled) over the rounds used, as
+        """The median invoke of ``side`` (several sides' samples pooled) over the rounds used, as
         ``bench`` reports it; the median of the block medians where a runner gives no samples."""
         sides = [side] if isinstance(side, int) else list(side)
         blocks = [self.blocks[s][r] for s in sides for r in self.rounds_used]
@@ -68,19 +99,63 @@ class Interleaved:
         """The session of each round the statistics use."""
         return [self.session_of_round[r] for r in self.rounds_used]
 
+    @property
+    def alive(self) -> list[int]:
+        return [side for side in range(len(self.labels)) if side not in self.failed]
+
+    def fit(self) -> TwoLevelFit | None:
+        """The two-level fit of the live sides over the rounds used (None: nothing to fit)."""
+        alive = self.alive
+        if not alive or not self.rounds_used:
+            return None
+        key = (tuple(alive), tuple(self.rounds_used), len(self.session_of_round))
+        if getattr(self, "_fit_key", None) != key:
+            logs = np.log([[self.blocks[s][r].median_ms for r in self.rounds_used] for s in alive])
+            self._fit = fit_two_levels(logs, self.sessions_used)
+            self._fit_key = key
+        return self._fit
+
+    def level(self, side: int | Sequence[int]) -> LevelFit:
+        """``side``'s level in the fit; of several sides of one thing (sessions of it open at
+        once), their combined level."""
+        sides = [side] if isinstance(side, int) else list(side)
+        fit = self.fit()
+        for one in sides:
+            if fit is None or one in self.failed:
+                raise EdgekitError(f"{self.labels[one]}: no latency figure to compare")
+        levels = [fit.sides[self.alive.index(one)] for one in sides]
+        return levels[0] if len(levels) == 1 else combined(levels)
+
     def ratio(
-        self,
-        side: int | Sequence[int],
-        reference: int | Sequence[int],
-        band: float | None = None,
-        confidence: float = 0.95,
-    ) -> tuple[float, tuple]:
-        """Latency of ``side`` over ``reference``: > 1 means ``side`` is slower. The interval
-        comes from the sessions where the rounds ran in several, else from the rounds widened by
-        ``band`` (``edgekit.common.stats.ratio_interval``)."""
-        return ratio_interval(
-            self.rounds_ms(side), self.rounds_ms(reference), self.sessions_used, band, confidence
-        )
+        self, side: int | Sequence[int], reference: int | Sequence[int], confidence: float = 0.95
+    ) -> tuple[float, tuple[float, float]]:
+        """Latency of ``side`` over ``reference``: > 1 means ``side`` is slower, with its
+        interval from the two-level fit."""
+        return level_ratio(self.level(side), self.level(reference), confidence)
+
+    def widest(self, pairs: Sequence[tuple[int, int]] | None = None) -> float:
+        """The widest relative half-width among ``pairs`` of live sides (all pairs by default)."""
+        alive = self.alive
+        chosen = pairs or [(a, b) for i, a in enumerate(alive) for b in alive[i + 1 :]]
+        live = [(a, b) for a, b in chosen if a not in self.failed and b not in self.failed]
+        widths = [relative_half_width(interval, ratio)
+                  for ratio, interval in (self.ratio(a, b) for a, b in live)]  # fmt: skip
+        return max(widths, default=0.0)
+
+    def summary(self) -> dict[str, object]:
+        """How the measuring went, as a results file keeps it for the pool."""
+        fit = self.fit()
+        sessions = sorted(set(self.sessions_used))
+        return {
+            "sessions": len(sessions),
+            "rounds": len(self.rounds_used),
+            "stopped": self.stopped,
+            "precision": self.precision,
+            "seconds": round(self.seconds, 2),
+            "reopened": self.reopened,
+            "session_sd": None if fit is None else round(math.sqrt(fit.session_var), 5),
+            "round_sd": None if fit is None else round(math.sqrt(fit.round_var), 5),
+        }
 
 
 def _median_of(blocks: list[Block]) -> float:
@@ -112,11 +187,22 @@ def block_sizes(timers: list[BlockTimer], protocol: Protocol) -> tuple[list[int]
     return runs, min(needed, cap or needed)
 
 
-def session_starts(rounds: int, sessions: int) -> set[int]:
-    """The planned rounds before which every side is reopened: ``sessions`` equal stretches, each
-    of at least ``MIN_ROUNDS_PER_SESSION`` rounds (fewer sessions where the rounds are few)."""
+def session_plan(rounds: int, sessions: int) -> list[int]:
+    """The planned rounds of each session: ``rounds`` split into ``sessions`` near-equal
+    stretches, each of at least ``MIN_ROUNDS_PER_SESSION`` (fewer sessions where the rounds are
+    few)."""
     count = max(1, min(sessions, rounds // MIN_ROUNDS_PER_SESSION))
-    return {round(k * rounds / count) for k in range(1, count)}
+    edges = [round(k * rounds / count) for k in range(count + 1)]
+    return [edges[k + 1] - edges[k] for k in range(count)]
+
+
+def rounds_per_session(fit: TwoLevelFit, session_cost_s: float, round_cost_s: float) -> int:
+    """The rounds of a new session that buy the most precision per second (Kalibera and Jones):
+    sqrt(session cost / round cost x round variance / session variance), within bounds."""
+    if fit.session_var <= 0.0 or round_cost_s <= 0.0:
+        return MAX_ROUNDS_PER_SESSION if fit.round_var > 0.0 else MIN_ROUNDS_PER_SESSION
+    best = math.sqrt(session_cost_s / round_cost_s * fit.round_var / fit.session_var)
+    return int(min(MAX_ROUNDS_PER_SESSION, max(MIN_ROUNDS_PER_SESSION, round(best))))
 
 
 def interleave(
@@ -125,33 +211,102 @@ def interleave(
     guard: NoiseGuard,
     progress: Callable[[str], None] | None = None,
     decided: Callable[[Interleaved], bool] | None = None,
-    max_rounds: int = 0,
+    pairs: Sequence[tuple[int, int]] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Interleaved:
-    """Alternate ``timers`` in rounds; each disturbed round earns one more round (at most
-    ``guard.retries`` x the planned rounds), and disturbed rounds are left out of the statistics
-    while enough clean rounds remain. With ``decided`` (a gate's question), rounds go on past
-    the planned ones, up to ``max_rounds``, while the answer is still open: a regression near
-    the threshold needs a narrower interval than one far from it."""
+    """Alternate ``timers`` in rounds, in sessions (every side reopened between them); each
+    disturbed round earns one more round in its session (at most ``guard.retries`` x the
+    session's plan), and disturbed rounds are left out of the statistics while enough clean
+    rounds remain.
+
+    After the planned sessions, sessions are added while the answer is open and
+    ``protocol.budget_s`` allows another: the answer is ``decided`` (a gate's question) where
+    given, else every interval of ``pairs`` (all pairs of sides by default) within
+    ``protocol.precision`` of its ratio; with neither, the plan is all."""
+    say = progress or (lambda message: None)
+    started = clock()
     runs, rounds = block_sizes(timers, protocol)
     result = Interleaved([timer.label for timer in timers], runs, [[] for _ in timers])
-    starts, session = session_starts(rounds, protocol.sessions), 0
-    # the rounds that count toward the plan: a disturbed round that earns another does not, so
-    # the extra round runs in the same session and every session keeps its clean rounds
-    counted = 0
+    result.precision = protocol.precision
     if guard.enabled:
         reading = wait_for_quiet(guard.threshold, max_wait_s=guard.settle_max_s)
         result.settle = None if reading is None else reading.foreign
-    extra_budget = 0
-    index = 0
-    while index < rounds + extra_budget:
-        if counted in starts:
-            starts.discard(counted)
-            session += 1
+    plan = session_plan(rounds, protocol.sessions)
+    open_question = decided is not None or protocol.precision is not None
+    round_costs: list[float] = []
+    session = 0
+    while True:
+        planned = plan[session] if session < len(plan) else None
+        if planned is None:
+            if not open_question:
+                result.stopped = STOPPED_PLAN
+                break
+            _choose_rounds(result, timers, sum(plan))
+            why = _stop_reason(result, protocol, decided, pairs)
+            if why:
+                result.stopped = why
+                break
+            fit = result.fit()
+            session_cost = result.reopens_s[-1] if result.reopens_s else 0.0
+            round_cost = statistics.mean(round_costs) if round_costs else 0.0
+            planned = rounds_per_session(fit, session_cost, round_cost) if fit else plan[-1]
+            needed = protocol.session_gap_s + session_cost + planned * round_cost
+            if clock() - started + needed > protocol.budget_s:
+                result.stopped = STOPPED_BUDGET
+                break
+            if session >= protocol.max_sessions:
+                result.stopped = STOPPED_SESSIONS
+                break
+        if session > 0:
             if protocol.session_gap_s > 0:
-                if progress:
-                    progress(f"waiting {protocol.session_gap_s:.0f} s before session {session + 1}")
+                say(f"waiting {protocol.session_gap_s:.0f} s before session {session + 1}")
                 time.sleep(protocol.session_gap_s)
-            _reopen(timers, result, progress)
+            reopening = clock()
+            _reopen(timers, result)
+            result.reopens_s.append(clock() - reopening)
+        say(f"session {session + 1}: {planned} round(s) of every side")
+        _run_session(timers, result, runs, planned, session, guard, round_costs, clock, say)
+        if len(result.failed) == len(timers):
+            result.stopped = STOPPED_FAILED
+            break
+        session += 1
+    _choose_rounds(result, timers, sum(plan))
+    result.seconds = clock() - started
+    return result
+
+
+def _stop_reason(
+    result: Interleaved,
+    protocol: Protocol,
+    decided: Callable[[Interleaved], bool] | None,
+    pairs: Sequence[tuple[int, int]] | None,
+) -> str | None:
+    """Why measuring may stop now; None while the answer is open."""
+    if len(result.alive) < 2 or not result.rounds_used:
+        return STOPPED_PLAN
+    if decided is not None:
+        return STOPPED_DECIDED if decided(result) else None
+    if result.widest(pairs) <= protocol.precision:
+        return STOPPED_PRECISION
+    return None
+
+
+def _run_session(
+    timers: list[BlockTimer],
+    result: Interleaved,
+    runs: list[int],
+    planned: int,
+    session: int,
+    guard: NoiseGuard,
+    round_costs: list[float],
+    clock: Callable[[], float],
+    say: Callable[[str], None],
+) -> None:
+    """``planned`` counted rounds of session ``session``; a disturbed round earns another."""
+    counted = extra = 0
+    while counted < planned:
+        began = clock()
+        index = len(result.disturbed)
         order = [(index + offset) % len(timers) for offset in range(len(timers))]
         blocks: dict[int, Block] = {}
         for side in order:
@@ -164,41 +319,42 @@ def interleave(
         for side, block in blocks.items():
             result.blocks[side].append(block)
         if len(result.failed) == len(timers):
-            break
+            return
         disturbed = guard.enabled and any(
             block.foreign_cpu is not None and block.foreign_cpu > guard.threshold
             for block in blocks.values()
         )
         result.disturbed.append(disturbed)
         result.session_of_round.append(session)
-        if disturbed and extra_budget < guard.retries * rounds:
-            extra_budget += 1  # one more round for each disturbed one, within the budget
+        round_costs.append(clock() - began)
+        if disturbed and extra < guard.retries * planned:
+            extra += 1  # one more round in this session for each disturbed one
         else:
             counted += 1
-        index += 1
-        if progress and index % 5 == 0:
-            progress(f"round {index}/{rounds + extra_budget}")
-        if decided and index == rounds + extra_budget and index < max_rounds and not result.failed:
-            _choose_rounds(result, timers, rounds)
-            if not decided(result):
-                extra_budget += 1  # still open: one more round
-    _choose_rounds(result, timers, rounds)
-    return result
+        if len(result.disturbed) % 5 == 0:
+            say(f"round {len(result.disturbed)}")
 
 
-def _reopen(
-    timers: list[BlockTimer], result: Interleaved, progress: Callable[[str], None] | None
-) -> None:
-    """Every live side in a new session, in place (the caller closes what ``timers`` holds)."""
-    if progress:
-        progress("new sessions")
-    for side, timer in enumerate(timers):
-        if side in result.failed:
-            continue
+def _reopen(timers: list[BlockTimer], result: Interleaved) -> None:
+    """Every live side in a new session, in place (the caller closes what ``timers`` holds),
+    all at once: no block is timed meanwhile, and starting a process is mostly waiting."""
+    live = [side for side in range(len(timers)) if side not in result.failed]
+
+    def reopen(side: int) -> BlockTimer | EdgekitError:
         try:
-            timers[side] = timer.reopen()
+            return timers[side].reopen()
         except EdgekitError as exc:
-            result.failed[side] = str(exc)
+            return exc
+
+    with ThreadPoolExecutor(max_workers=max(1, len(live))) as pool:
+        reopened = list(pool.map(reopen, live))
+    for side, timer in zip(live, reopened, strict=True):
+        if isinstance(timer, EdgekitError):
+            result.failed[side] = str(timer)
+            continue
+        if timer is timers[side]:
+            result.reopened = False
+        timers[side] = timer
 
 
 def _choose_rounds(result: Interleaved, timers: list[BlockTimer], rounds: int) -> None:

@@ -13,9 +13,10 @@ from edgekit.common.fileio import write_bytes_atomic, write_json_atomic
 from edgekit.report import page
 from edgekit.report.changes import prediction_change_section
 from edgekit.report.content import Section, markdown_table, row_anchor, top3_text
+from edgekit.report.decision import RANKED_COLUMNS, groups_chart, ranked_table
 from edgekit.report.plots import plots
 from edgekit.report.profiles import profile_section
-from edgekit.report.recommend import Recommendation, pareto_front, recommend_each
+from edgekit.report.recommend import Recommendation, measuring_line, pareto_front, recommend_each
 from edgekit.report.tables import (
     COLUMNS,
     accuracy_aware_section,
@@ -32,13 +33,16 @@ __all__ = ["build_report", "load_results"]
 
 @dataclass
 class ModelBlock:
-    """One model's part of the report: its recommendation, its rows' table, its Pareto front."""
+    """One model's part of the report: its recommendation, its speed groups ranked, its rows'
+    table, its Pareto front."""
 
     name: str
     advice: Recommendation
     table: list[list[str]]
     front: list[Row]
     row_ids: list[str]  # each table row's anchor in report.html (row_anchor of its label)
+    ranked: list[list[str]]  # the recommended pool's artifacts, fastest group first
+    measuring: str  # how that pool's measuring went and why it stopped
 
 
 def model_blocks(results: Results, budget: float, point_estimate: bool) -> list[ModelBlock]:
@@ -51,9 +55,11 @@ def model_blocks(results: Results, budget: float, point_estimate: bool) -> list[
         mine = [row for row in results.rows if (row.model or "") == name]
         pairs = [(row, cells) for row, cells in zip(visible, table, strict=True)
                  if (row.model or "") == name]  # fmt: skip
+        pool = [row for group in recommendation.ranked for row in group]
         blocks.append(ModelBlock(
             name, recommendation, [cells for _, cells in pairs], pareto_front(mine),
-            [row_anchor(row.label) for row, _ in pairs],
+            [row_anchor(row.label) for row, _ in pairs], ranked_table(recommendation),
+            measuring_line(recommendation.pool, pool),
         ))  # fmt: skip
     return blocks
 
@@ -111,11 +117,11 @@ def _intro(results: Results) -> list[str]:
         "figures for the same artifacts differ (the fingerprint says which machine).",
         "latency: p50/p90 of single timed invokes on a pre-staged input. On each device all "
         "artifacts and the baseline (the source model in its own framework, fp32) ran "
-        "interleaved in rounds, so the speed-up and every ratio compare the same moments; the "
-        "brackets are 95% intervals over the paired rounds, widened by the noise band (how far "
-        "a second session of one file landed); with --sessions N, every side was reopened "
-        "between N sessions and they are prediction intervals over the sessions. An artifact "
-        "counts as faster only when that interval excludes 1. Drop is baseline top-1 minus "
+        "interleaved in rounds, so the speed-up and every ratio compare the same moments, and "
+        "in sessions (every side reopened in a new process between them); the brackets are 95% "
+        "intervals from a model with both levels, rounds within sessions and sessions within "
+        "sides, each level's variance measured. Speed groups test every pair of a pool at once "
+        "(Tukey): members of a group cannot be told apart. Drop is baseline top-1 minus "
         "artifact top-1, with a paired bootstrap 95% interval.",
         "between runs: an interval covers this run's rounds and sessions. On a shared VM "
         "(benchmarks/REPRODUCIBILITY.md, an Intel Xeon VM) with sessions spread 120 s apart "
@@ -180,6 +186,10 @@ def _content(results: Results, run_dir: Path) -> ReportContent:
         Section("What edgekit assumed about files it did not make", assumptions(results)),
         Section("Not available on this machine", unavailable(results)),
     ]
+    images = plots(results, run_dir / "plots")
+    chart = groups_chart(blocks[0].advice, run_dir / "plots" / "groups.png")
+    if chart is not None:
+        images = {"groups": chart, **images}
     return ReportContent(
         title=f"edgekit run {run['id']}",
         intro=_intro(results),
@@ -187,7 +197,7 @@ def _content(results: Results, run_dir: Path) -> ReportContent:
         blocks=blocks,
         cross=across_models(results, blocks) if len(blocks) > 1 else [],
         sections=sections,
-        images=plots(results, run_dir / "plots"),
+        images=images,
         machine=run.get("machine") or {},
     )
 
@@ -202,6 +212,9 @@ def _markdown(content: ReportContent) -> list[str]:
             md += [f"## {block.name}", ""]
         md += [f"{level} Recommendation", "", f"**{block.advice.summary}** (budget: "
                f"{content.budget:g} points)", ""]  # fmt: skip
+        if block.ranked:
+            md += [f"{level} Speed groups", "", *markdown_table(RANKED_COLUMNS, block.ranked), ""]
+            md += [block.measuring, ""] if block.measuring else []
         md += [f"- {label}: {why}" for label, why in block.advice.reasons]
         md += ["", f"{level} Results", "", *markdown_table(COLUMNS, block.table), ""]
         md += ["Pareto front (latency against drop): " + ", ".join(r.label for r in block.front)]
@@ -222,6 +235,9 @@ def _summary(content: ReportContent, results: Results) -> dict[str, Any]:
         "recommendation": None if first.advice.best is None else first.advice.best.label,
         "recommendation_summary": first.advice.summary,
         "tie_break": first.advice.tie_break,
+        "speed_groups": first.advice.groups,
+        "versus": first.advice.versus,
+        "measuring": first.measuring,
         "reasons": [{"row": label, "why": why} for label, why in first.advice.reasons],
         "pareto_front": [r.label for r in first.front],
         "not_available": unavailable(results),
@@ -245,8 +261,17 @@ def _html(content: ReportContent) -> str:
     blocks, multi = content.blocks, content.multi
     level = "h3" if multi else "h2"
     intro = "".join(f"<li>{html.escape(line)}</li>" for line in content.intro)
-    cards = page.headline_cards(blocks[0].advice, content.machine or {})
-    parts = [f"<h1>{html.escape(content.title)}</h1>", cards, f"<ul>{intro}</ul>"]
+    # the first screen: the decision (the recommendation, the groups' chart, the ranked table);
+    # how it was measured opens on a click
+    first = blocks[0]
+    parts = [
+        f"<h1>{html.escape(content.title)}</h1>",
+        page.headline_cards(first.advice),
+        page.decision(content.images.get("groups"), RANKED_COLUMNS, first.ranked,
+                      first.measuring),
+        '<details class="how"><summary>How this was measured: machine, protocol, notes'
+        f"</summary>{page.machine_card(content.machine or {})}<ul>{intro}</ul></details>",
+    ]  # fmt: skip
     if multi:
         parts.append(f"<h2>Across models</h2>{page.table(CROSS_COLUMNS, content.cross)}")
     for index, block in enumerate(blocks):
@@ -266,7 +291,8 @@ def _html(content: ReportContent) -> str:
     for section in content.sections:
         if section:
             parts.append(f"<h2>{html.escape(section.heading)}</h2>{_html_section(section)}")
-    parts.append(f"<h2>Plots</h2>{page.figures(content.images)}")
+    others = {name: path for name, path in content.images.items() if name != "groups"}
+    parts.append(f"<h2>Plots</h2>{page.figures(others)}")
     return page.page(content.title, "".join(parts))
 
 

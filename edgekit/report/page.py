@@ -38,6 +38,11 @@ td{position:relative}.bar{position:absolute;left:0;top:2px;bottom:2px;background
 border:1px solid #ddd;border-radius:6px;padding:6px;font-size:12px}
 .gallery img{width:64px;image-rendering:pixelated;display:block;margin:0 auto 4px}
 .top3{display:flex;gap:8px;justify-content:space-between;margin-top:4px}
+.decision{display:flex;gap:16px;align-items:flex-start;flex-wrap:wrap}
+.decision img{max-width:640px;flex:0 1 640px}#ranked{flex:1 1 480px}#ranked table{font-size:12px}
+.measuring{font-size:12px;color:#555}details.how{margin:1em 0}details.how summary{cursor:pointer}
+details.notes summary{cursor:pointer;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;
+max-width:28em}
 """
 # a click on a header sorts by that column (numbers as numbers), again reverses; the filter box
 # hides rows without its text
@@ -99,6 +104,10 @@ def significance(column: str, cell: str) -> str:
 def _cell(column: str, cell: str, bar: float | None) -> str:
     shade = significance(column, cell)
     kind = f' class="{shade}"' if shade else ""
+    if column == "notes" and "; " in cell:  # one line; the rest opens on a click
+        first, rest = cell.split("; ", 1)
+        return (f'<td{kind}><details class="notes"><summary>{html.escape(first)} (+'
+                f"{rest.count('; ') + 1})</summary>{html.escape(rest)}</details></td>")  # fmt: skip
     if bar is None:
         return f"<td{kind}>{html.escape(cell)}</td>"
     width = max(0.0, min(1.0, bar)) * 100
@@ -165,9 +174,8 @@ def card(label: str, figure: str, sub: str = "", kind: str = "") -> str:
             f'<div class="sub">{html.escape(sub)}</div></div>')  # fmt: skip
 
 
-def headline_cards(advice: Any, machine: dict[str, Any]) -> str:
-    """The recommendation boxed with its reason, its speed-up and drop with intervals, the
-    machine (a run's fingerprint)."""
+def headline_cards(advice: Any) -> str:
+    """The recommendation boxed with its reason, its speed-up and drop with intervals."""
     best = advice.best
     cards = [card("recommendation", best.label if best else "none", advice.summary,
                   "recommendation")]  # fmt: skip
@@ -179,11 +187,29 @@ def headline_cards(advice: Any, machine: dict[str, Any]) -> str:
         low, high = best.accuracy["drop_ci"]
         cards.append(card("top-1 drop", f"{best.drop:+.2f} points",
                           f"95% CI [{low:+.2f}, {high:+.2f}]"))  # fmt: skip
+    return f'<div class="cards">{"".join(cards)}</div>'
+
+
+def machine_card(machine: dict[str, Any]) -> str:
+    """The machine that measured (a run's fingerprint)."""
     where = (f"{machine.get('logical_cores', '?')} logical cores, {machine.get('arch', '?')}"
              f"{', VM (' + machine['hypervisor'] + ')' if machine.get('hypervisor') else ''}, "
              f"fingerprint {machine.get('id', '?')}")  # fmt: skip
-    cards.append(card("machine", str(machine.get("cpu_model", "unknown CPU")), where))
-    return f'<div class="cards">{"".join(cards)}</div>'
+    return card("machine", str(machine.get("cpu_model", "unknown CPU")), where, "machine")
+
+
+def decision(chart: Path | None, columns: tuple[str, ...], ranked: list[list[str]],
+             measuring: str) -> str:  # fmt: skip
+    """The speed groups' chart beside the ranked table, and how the measuring stopped."""
+    if not ranked:
+        return ""
+    image = ""
+    if chart is not None:
+        data = base64.b64encode(chart.read_bytes()).decode()
+        image = f'<img id="groups-chart" alt="speed groups" src="data:image/png;base64,{data}">'
+    note = f'<p class="measuring">{html.escape(measuring)}</p>' if measuring else ""
+    return (f'<div class="decision">{image}<div id="ranked">'
+            f"{table(columns, ranked, 'ranked-table')}{note}</div></div>")  # fmt: skip
 
 
 def figures(images: dict[str, Path]) -> str:

@@ -1,18 +1,22 @@
-"""Which artifact to ship: the Pareto front of latency against accuracy drop, and the fastest
-artifact whose drop stays within the budget, with the reason each other row lost.
+"""Which artifact to ship: the Pareto front of latency against accuracy drop, speed groups, and
+the fastest artifact whose drop stays within the budget, with the reason each other row lost.
 
-One artifact is *faster* than another only when the interval of their latency ratio, from the
-rounds in which both ran interleaved, excludes 1. Otherwise they tie, and the tie goes to the
-smaller drop, then the smaller file. Rows of different pools (other thread counts) were not
-interleaved; they compare by p50 and say so. Rows of devices with no comparable latency
-(emulated, software Vulkan) and server rows never compete with on-device rows."""
+The artifacts of one pool (interleaved in the same rounds and sessions) are ranked into speed
+groups (``edgekit.common.ranking``): members of a group cannot be told apart, every member of a
+faster group is faster than every member of a slower one, with every pair of the pool tested at
+once. The recommendation is the first group holding an artifact within the drop budget: among
+its eligible members that are not told apart from its fastest one, the smaller drop, then the
+smaller file. Rows of different pools (other thread counts) were not interleaved; they compare
+by p50 and say so. Rows of devices with no comparable latency (emulated, software Vulkan) and
+server rows never compete with on-device rows."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from edgekit.common.budget import DropBudget
-from edgekit.common.stats import ratio_interval
+from edgekit.common.ranking import compare, cut_groups, group_lines, stopping_line, undecided
+from edgekit.common.stats import LevelFit, recorded_ratio
 from edgekit.results import Row
 
 
@@ -31,8 +35,7 @@ def latency_ratio(a: Row, b: Row) -> tuple[float, tuple[float, float]] | None:
     """``a``'s latency over ``b``'s with its 95 % interval, when the two were interleaved."""
     if not same_pool(a, b):
         return None
-    band = max(a.noise_band or 0.0, b.noise_band or 0.0)
-    return ratio_interval(a.rounds_ms, b.rounds_ms, a.round_sessions or None, band)
+    return recorded_ratio(a, b)
 
 
 def faster(a: Row, b: Row) -> bool:
@@ -42,8 +45,88 @@ def faster(a: Row, b: Row) -> bool:
     return ratio[1][1] < 1.0
 
 
+def _fitted(rows: list[Row]) -> bool:
+    return all(row.latency_fit for row in rows) and all(
+        same_pool(a, b) for a in rows for b in rows if a is not b
+    )
+
+
+def speed_groups(rows: list[Row]) -> list[list[Row]]:
+    """One pool's rows ranked into speed groups, fastest first (Tukey's simultaneous test over
+    every pair of the pool). Rows recorded before the two-level fit, or not all interleaved
+    together, are cut where their 95 % intervals exclude 1, pair by pair."""
+    if not rows:
+        return []
+    order = sorted(range(len(rows)), key=lambda index: rows[index].p50 or 0.0)
+    if _fitted(rows):
+        levels = [LevelFit.from_dict(row.latency_fit) for row in rows]
+        order = sorted(range(len(rows)), key=lambda index: levels[index].log_level)
+        cuts = cut_groups(order, lambda a, b: compare(levels, a, b).distinct)
+    else:
+        cuts = cut_groups(order, lambda a, b: faster(rows[a], rows[b]) or faster(rows[b], rows[a]))
+    return [[rows[index] for index in group] for group in cuts]
+
+
+def told_apart(a: Row, b: Row, pool: list[Row]) -> bool:
+    """Are ``a`` and ``b`` told apart, with every pair of ``pool`` tested at once?"""
+    if _fitted(pool):
+        levels = [LevelFit.from_dict(row.latency_fit) for row in pool]
+        index = [next(i for i, row in enumerate(pool) if row is wanted) for wanted in (a, b)]
+        return compare(levels, *index).distinct
+    return faster(a, b) or faster(b, a)
+
+
+def measuring_line(pool: dict | None, rows: list[Row]) -> str:
+    """How a pool's measuring went and why it stopped, with the pairs still undecided."""
+    if not pool:
+        return ""
+    line = stopping_line(pool)
+    if _fitted(rows):
+        levels = [LevelFit.from_dict(row.latency_fit) for row in rows]
+        open_pairs = undecided(levels, pool.get("precision"))
+        if open_pairs:
+            shown = ", ".join(f"{rows[a].label} vs {rows[b].label}" for a, b in open_pairs[:3])
+            more = f" and {len(open_pairs) - 3} more" if len(open_pairs) > 3 else ""
+            line += f"; undecided (interval includes 1, wider than the precision): {shown}{more}"
+    return line
+
+
+def decision_lines(advice: Recommendation) -> list[str]:
+    """The recommended pool's speed groups in words and how its measuring stopped."""
+    rows = [row for group in advice.ranked for row in group]
+    lines = []
+    if len(rows) > 1 and _fitted(rows):
+        levels = [LevelFit.from_dict(row.latency_fit) for row in rows]
+        lines += group_lines([row.label for row in rows], levels)
+    measuring = measuring_line(advice.pool, rows)
+    return lines + ([measuring] if measuring else [])
+
+
+def statement(fast: Row, slow: Row) -> str:
+    """``tflite/int8 @ cpu x1 is 1.32x [1.27, 1.37] faster than onnx/int8 @ cpu x1``."""
+    ratio = latency_ratio(slow, fast)
+    if ratio is None:
+        return (f"{fast.label} (p50 {fast.p50:.3f} ms) vs {slow.label} ({slow.p50:.3f} ms, "
+                "not interleaved)")  # fmt: skip
+    value, (low, high) = ratio
+    return f"{fast.label} is {value:.2f}x [{low:.2f}, {high:.2f}] faster than {slow.label}"
+
+
 def tied(a: Row, b: Row) -> bool:
     return not faster(a, b) and not faster(b, a)
+
+
+def _among(row: Row, rows: list[Row]) -> bool:
+    return any(row is other for other in rows)
+
+
+def timed(rows: list[Row]) -> list[Row]:
+    """Artifact rows with a comparable latency (what speed groups rank)."""
+    return [
+        row
+        for row in rows
+        if row.kind == "artifact" and row.ok and row.latency_comparable and row.p50 is not None
+    ]
 
 
 def measured(rows: list[Row]) -> list[Row]:
@@ -84,8 +167,16 @@ class Recommendation:
     best: Row | None
     budget: float
     reasons: list[tuple[str, str]] = field(default_factory=list)  # (row label, why it lost)
-    tie_break: str | None = None  # set when the winner tied with faster-looking rows
+    tie_break: str | None = None  # set when the winner shares its speed group
     disturbed: list[str] = field(default_factory=list)  # competing rows others' CPU disturbed
+    ranked: list[list[Row]] = field(default_factory=list)  # its pool's speed groups, fastest first
+    versus: str | None = None  # the winner against the first eligible row of a slower group
+    pool: dict | None = None  # how its pool's measuring went (sessions, why it stopped)
+
+    @property
+    def groups(self) -> list[list[str]]:
+        """The speed groups' labels, fastest first."""
+        return [[row.label for row in group] for group in self.ranked]
 
     @property
     def summary(self) -> str:
@@ -103,6 +194,7 @@ class Recommendation:
             low, high = best.speedup_ci or (best.speedup, best.speedup)
             speed = f", {best.speedup:.2f}x [{low:.2f}, {high:.2f}] the baseline in this run"
         tie = f"; {self.tie_break}" if self.tie_break else ""
+        tie += f"; {self.versus}" if self.versus else ""
         warning = ""
         if self.disturbed:
             warning = (
@@ -160,9 +252,11 @@ def _why_not(row: Row, max_drop: float, point_estimate: bool) -> str | None:
 def recommend(
     rows: list[Row], max_drop: float = 1.0, point_estimate: bool = False
 ) -> Recommendation:
-    """The fastest artifact whose drop's upper confidence bound is within ``max_drop`` points,
-    on the first device (in run order) that has eligible rows; ties go to the smaller drop,
-    then the smaller file."""
+    """The first speed group holding an artifact whose drop's upper confidence bound is within
+    ``max_drop`` points, on the first device (in run order) that has eligible rows and, of its
+    thread counts, the pool whose fastest eligible row has the lowest p50; within the group,
+    of the eligible rows not told apart from its fastest eligible one, the smaller drop, then
+    the smaller file."""
     reasons: list[tuple[str, str]] = []
     eligible: list[Row] = []
     for row in rows:
@@ -177,35 +271,44 @@ def recommend(
         return Recommendation(None, max_drop, reasons)
     device = eligible[0].device
     others = [row for row in eligible if row.device != device]
-    pool = [row for row in eligible if row.device == device]
-    # disturbed rows still compete: their ratios are paired per round, both sides saw the
-    # same machine; the fastest by p50 is where ties start (ratios decide beyond it)
-    fastest = min(pool, key=lambda row: row.p50)
-    ties = [row for row in pool if row is fastest or tied(row, fastest)]
+    mine = [row for row in eligible if row.device == device]
+    threads = min(mine, key=lambda row: row.p50).threads
+    pool = [row for row in mine if row.threads == threads]
+    rivals = [row for row in timed(rows) if row.device == device and row.threads == threads]
+    groups = speed_groups(rivals)
+    first = next(group for group in groups if any(_among(row, pool) for row in group))
+    fastest = next(row for row in first if _among(row, pool))  # groups list fastest first
+    ties = [row for row in first if _among(row, pool) and not told_apart(row, fastest, rivals)]
     best = min(ties, key=lambda row: (row.drop, row.size_bytes or 0, row.p50))
     tie_break = None
     if len(ties) > 1:
         tie_break = (
-            f"tied on latency with {', '.join(r.label for r in ties if r is not best)} "
-            "(ratio intervals include 1): chose the smaller drop, then the smaller file"
+            f"in one speed group with {', '.join(r.label for r in ties if r is not best)} "
+            "(not told apart): chose the smaller drop, then the smaller file"
         )
-    for row in pool:
+    later = groups[groups.index(first) + 1 :]
+    runner_up = next((row for group in later for row in group if _among(row, pool)), None)
+    for row in mine:
         if row is best:
             continue
-        ratio = latency_ratio(row, best)
-        if row in ties:
-            reasons.append((row.label, f"tie on latency; lost on drop {row.drop:+.2f} or size"))
-        elif ratio is not None:
-            value, (low, high) = ratio
-            reasons.append((row.label, f"slower: {value:.2f}x [{low:.2f}, {high:.2f}] its p50"))
-        else:
+        if _among(row, ties):
+            reasons.append((row.label, f"same speed group; lost on drop {row.drop:+.2f} or size"))
+        elif row.threads != threads:
             reasons.append(
                 (row.label, f"slower: p50 {row.p50:.3f} ms vs {best.p50:.3f} ms (not interleaved)")
             )
+        else:
+            value, (low, high) = latency_ratio(row, best)
+            reasons.append((row.label, f"slower: {value:.2f}x [{low:.2f}, {high:.2f}] its p50"))
     for row in others:
         reasons.append((row.label, f"other device ({row.device}): see its own rows"))
     disturbed = [row.label for row in pool if row.disturbed]
-    return Recommendation(best, max_drop, reasons, tie_break, disturbed)
+    return Recommendation(
+        best, max_drop, reasons, tie_break, disturbed,
+        ranked=groups,
+        versus=statement(best, runner_up) if runner_up is not None else None,
+        pool=best.pool,
+    )  # fmt: skip
 
 
 def recommend_each(

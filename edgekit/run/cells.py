@@ -119,8 +119,7 @@ def device_pool(
 ) -> PoolResult:
     """One device pool: its rows (the pool's baseline included), stamped with the node and the
     benchmark's window, and on the host CPU the per-layer profiles."""
-    protocol = Protocol(config.warmup, config.min_runs, config.min_seconds, rounds=config.rounds,
-                        sessions=config.sessions, session_gap_s=config.session_gap)  # fmt: skip
+    protocol = config.protocol()
     guard = NoiseGuard(enabled=config.noise_guard)
     started = _now()
     rows = _pool_rows(config, device, exported, source, dataset, protocol, guard, say)

@@ -12,7 +12,7 @@ from edgekit.common.schema import matches, type_name
 from edgekit.devices import DEFAULT_DEVICES, parse_devices
 from edgekit.errors import UserInputError
 from edgekit.targets import target_names
-from edgekit.worker.latency import check_session_gap
+from edgekit.worker.latency import Protocol, check_session_gap
 
 
 @dataclass
@@ -33,9 +33,13 @@ class RunConfig:
     warmup: int = 10
     min_runs: int = 50
     min_seconds: float = 1.0
-    rounds: int = 10  # interleaved rounds per device pool, at least
-    sessions: int = 1  # the rounds run in this many sessions of every side (intervals' units)
+    rounds: int = 9  # planned interleaved rounds per device pool, at least
+    sessions: int = 3  # planned sessions of every side (reopened between them)
     session_gap: float = 0.0  # seconds before each new session (sessions spread over minutes)
+    # the stopping rule: sessions are added until every interval is within this fraction of its
+    # ratio (None: the planned sessions only), or another would not fit in bench_budget_s
+    precision: float | None = 0.05
+    bench_budget_s: float = 90.0
     noise_guard: bool = True
     accuracy_aware: bool = False  # int8: keep the most harmful layers float until within max_drop
     point_estimate: bool = False  # decide on the drop itself, not its interval's upper bound
@@ -78,10 +82,20 @@ class RunConfig:
             if getattr(self, name) < (0 if name == "warmup" else 1):
                 raise UserInputError(f"{name} must be positive, got {getattr(self, name)}")
         check_session_gap(self.session_gap, self.sessions)
+        if self.precision is not None and not 0.0 < self.precision < 1.0:
+            raise UserInputError(f"precision must be above 0 and below 1, got {self.precision}")
+        if self.bench_budget_s <= 0:
+            raise UserInputError(f"bench_budget_s must be > 0 seconds, got {self.bench_budget_s}")
         if self.tune_budget_s <= 0:
             raise UserInputError(f"tune_budget_s must be > 0 seconds, got {self.tune_budget_s}")
         if self.max_drop < 0 or self.min_seconds < 0 or self.timeout <= 0:
             raise UserInputError("max_drop and min_seconds must be >= 0, timeout > 0")
+
+    def protocol(self) -> Protocol:
+        """The latency protocol of this run's device pools."""
+        return Protocol(self.warmup, self.min_runs, self.min_seconds, rounds=self.rounds,
+                        sessions=self.sessions, session_gap_s=self.session_gap,
+                        precision=self.precision, budget_s=self.bench_budget_s)  # fmt: skip
 
     def device_options(self, device: str) -> dict[str, Any]:
         """The options of ``device`` this config sets (serial, arm64 CPU model)."""
@@ -99,6 +113,8 @@ class RunConfig:
     def to_toml(self) -> str:
         lines = ["# edgekit run --config edgekit.toml", "[run]"]
         for key, value in asdict(self).items():
+            if value is None and key == "precision":  # its default is a number: say "off"
+                lines.append('precision = "off"')
             if value is None:
                 continue
             lines.append(f"{key} = {_toml_value(value)}")
@@ -128,6 +144,9 @@ def checked(section: dict[str, Any], path: Path) -> dict[str, Any]:
     unknown = sorted(set(section) - known)
     if unknown:
         raise UserInputError(f"{path}: unknown option(s) {', '.join(unknown)} under [run]")
+    # TOML has no null: "off" is None in a field that may be None (precision = "off")
+    section = {key: None if value == "off" and matches(None, hints[key]) else value
+               for key, value in section.items()}  # fmt: skip
     for key, value in section.items():
         if not matches(value, hints[key]):
             raise UserInputError(f"{path}: '{key}' must be {type_name(hints[key])}, got {value!r}")

@@ -31,6 +31,7 @@ def profile_run(
             status="ok", stats=by_file[a.path.name].latency,
             rounds_ms=by_file[a.path.name].rounds_ms, noise_band=by_file[a.path.name].noise_band,
             round_sessions=by_file[a.path.name].round_sessions,
+            latency_fit=by_file[a.path.name].latency_fit,
         )
         for a in chosen
     }  # fmt: skip
@@ -63,7 +64,7 @@ def hint_rows(rows: list[Row], run_dir: Path) -> None:
     items = [
         {"label": row.label, "target": row.target, "recipe": row.recipe, "device": row.device,
          "threads": row.threads, "rounds_ms": row.rounds_ms, "noise_band": row.noise_band,
-         "round_sessions": row.round_sessions,
+         "round_sessions": row.round_sessions, "latency_fit": row.latency_fit,
          "path": run_dir / str(row.artifact)}
         for row in rows
         if row.kind == "artifact" and row.ok and row.artifact and row.latency_comparable

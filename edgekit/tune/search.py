@@ -1,11 +1,13 @@
 """The search: stage by stage (the thread count first, then each knob in the target's order),
-the stage's candidates run interleaved in rounds with the incumbent, as ``edgekit bench`` runs
-artifacts. The incumbent runs in two sessions (two processes): how far they differ is the noise
-band every candidate's interval is widened by, since each candidate is a process of its own and
-where a process lands moves its latency by a few percent. A candidate wins only when its widened
+the stage's candidates run interleaved in rounds and sessions with the incumbent, as ``edgekit
+bench`` runs artifacts: every side is reopened between sessions, since where a process lands
+moves its latency by a few percent, and each ratio's interval comes from the two-level fit
+(rounds within sessions, sessions within sides). The incumbent runs in two processes at once,
+and a candidate is compared with both (their combined level). A candidate wins only when its
 interval lies below 1; otherwise it is a tie (or slower), and the incumbent, simpler and nearer
 the default, stays. A candidate the runtime refuses is that candidate's failure, and the search
-goes on.
+goes on. The stages run their planned sessions only: the search's own budget decides how many
+stages run.
 
 Last, one interleaved run in ``FINAL_SESSIONS`` sessions (every side reopened between them): the
 stages' winner against the start, or the start alone where it won every stage. Its sessions give
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from edgekit.common.stats import band_of, session_prediction
+from edgekit.common.stats import session_prediction
 from edgekit.errors import EdgekitError
 from edgekit.measure.interleave import Interleaved, interleave
 from edgekit.targets.knobs import Knob
@@ -117,7 +119,7 @@ def run_stage(
     timers: list[BlockTimer] = []
     sides: list[Trial] = []
     try:
-        timers += [open_timer(incumbent), open_timer(incumbent)]  # two sessions: the band
+        timers += [open_timer(incumbent), open_timer(incumbent)]  # two sessions at once
         for options in candidates:
             trial = Trial(knob.name, options[knob.name], options, "failed")
             try:
@@ -127,7 +129,7 @@ def run_stage(
                 trial.error = str(exc).splitlines()[0]
             trials.append(trial)
         if sides:
-            result = interleave(timers, protocol, guard)
+            result = interleave(timers, replace(protocol, precision=None), guard)
             for side, trial in enumerate(sides, start=2):
                 if side in result.failed:
                     trial.error = result.failed[side].splitlines()[0]
@@ -147,13 +149,12 @@ def run_stage(
 
 
 def against_incumbent(result: Interleaved, side: int) -> tuple[float, tuple[float, float]]:
-    """``side``'s time over the incumbent's two sessions (their geometric mean per round), its
-    interval widened by the band between those sessions."""
+    """``side``'s time over the incumbent's two sessions (sides 0 and 1, their combined level),
+    its interval from the two-level fit."""
     if 0 in result.failed or 1 in result.failed:
         failed = result.failed.get(0) or result.failed[1]
         raise EdgekitError(f"the incumbent failed: {failed.splitlines()[0]}")
-    band = band_of(result.ratio(1, 0)[1])
-    return result.ratio(side, [0, 1], band)
+    return result.ratio(side, [0, 1])
 
 
 def search(
@@ -202,7 +203,7 @@ def final_protocol(protocol: Protocol) -> Protocol:
     """The final run's: the stages' protocol in ``FINAL_SESSIONS`` sessions, each of at least
     two rounds."""
     rounds = max(protocol.rounds, 2 * FINAL_SESSIONS)
-    return replace(protocol, sessions=FINAL_SESSIONS, rounds=rounds)
+    return replace(protocol, sessions=FINAL_SESSIONS, rounds=rounds, precision=None)
 
 
 def _final(

@@ -26,16 +26,20 @@ class Protocol:
     min_seconds: float = 1.0
     max_seconds: float = 60.0
     max_runs: int = 100_000
-    rounds: int = 10
+    rounds: int = 9  # planned rounds, split over the planned sessions
     block_seconds: float = 0.1
-    # the rounds run in this many sessions, each side reopened between them, and intervals come
-    # from the sessions' spread (edgekit.measure.interleave). 1 (one session throughout, intervals
-    # from the rounds widened by the noise band) by default: on the VMs measured, sessions spread
-    # over one run did not make intervals hold the next run (benchmarks/REPRODUCIBILITY.md)
-    sessions: int = 1
+    # the planned sessions: every side is reopened (a new process for a host worker) between
+    # them, and the intervals come from a model with both levels (edgekit.measure.interleave)
+    sessions: int = 3
     # seconds to wait before each new session: sessions spread over minutes sample how the
     # machine drifts over them, so their spread (the interval) covers that drift too
     session_gap_s: float = 0.0
+    # the stopping rule: after the planned sessions, more are added until every interval the
+    # decision needs reaches within this fraction of its ratio (None: the plan is all) ...
+    precision: float | None = 0.05
+    # ... or another session would not fit in these seconds of measuring (reopening included)
+    budget_s: float = 90.0
+    max_sessions: int = 24
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,9 +122,10 @@ class LatencyRecord:
     tuned_p50: dict[str, Any] | None = None
     speedup: float | None = None  # baseline / this, interleaved; None when not comparable
     speedup_ci: list[float] | None = None
-    # how far two sessions of the same file differ in this pool (a fraction): every ratio's
-    # interval is widened by it, since rounds alone cannot see differences between sessions
-    noise_band: float | None = None
+    noise_band: float | None = None  # results before schema 3 only (a second session's distance)
+    # this side's level in the pool's two-level fit (edgekit.common.stats.LevelFit)
+    latency_fit: dict[str, Any] | None = None
+    pool: dict[str, Any] | None = None  # how the pool's measuring went (sessions, why it stopped)
     warnings: list[str] = field(default_factory=list)
     assumed: list[str] = field(default_factory=list)  # what was inferred about a foreign file
     hints: list[str] = field(default_factory=list)  # why int8/fp16 is not faster than fp32

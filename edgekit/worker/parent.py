@@ -205,6 +205,7 @@ class WorkerTimer(BlockTimer):
         self.close()
         again = WorkerTimer(self.label, *self._how)
         again.load_ms, again.first_ms = self.load_ms, self.first_ms  # the first session's
+        again.runtime = {**self.runtime, **again.runtime}  # what a device added to the first
         return again
 
     def close(self) -> None:

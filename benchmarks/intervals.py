@@ -1,0 +1,113 @@
+"""How wide are a run's intervals, and what did they cost? For each run directory given (an
+``edgekit run`` of any edgekit version: results schema 2 or 3), per pool: the bench phase's
+seconds, the sessions and rounds, why the measuring stopped, the hi/lo of every speed-up over
+the baseline and of every artifact-against-artifact ratio (all pairs), how many artifacts tie with
+the recommended one, and the recommendation. Writes benchmarks/INTERVALS.md (and .json).
+
+    python benchmarks/intervals.py --label before runs/A --label after runs/B
+
+The widths are read through edgekit's own ``recorded_ratio``: a results file from before the
+two-level fit gets its rounds' intervals widened by its noise band, as that edgekit reported them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from datetime import datetime
+from pathlib import Path
+
+from common import HERE, header, write_json, write_markdown
+
+from edgekit.report.recommend import latency_ratio, recommend, tied, timed
+from edgekit.results import load_results
+
+
+def pool_figures(run_dir: Path) -> list[dict]:
+    results = load_results(run_dir)
+    advice = recommend(results.rows, results.run.get("config", {}).get("max_drop", 1.0))
+    pools: dict[tuple, list] = {}
+    for row in timed(results.rows):
+        pools.setdefault((row.device, row.threads), []).append(row)
+    figures = []
+    for (device, threads), rows in pools.items():
+        speedups = [hi / lo for row in rows if row.speedup_ci for lo, hi in [row.speedup_ci]]
+        pairs = []
+        for index, a in enumerate(rows):
+            for b in rows[index + 1 :]:
+                found = latency_ratio(a, b)
+                if found is not None:
+                    pairs.append(found[1][1] / found[1][0])
+        started, finished = rows[0].bench_started, rows[0].bench_finished
+        seconds = None
+        if started and finished:
+            seconds = (
+                datetime.fromisoformat(finished) - datetime.fromisoformat(started)
+            ).total_seconds()
+        best = advice.best if any(row is advice.best for row in rows) else None
+        pool = rows[0].pool or {}
+        figures.append({
+            "run": results.run["id"],
+            "machine": (results.run.get("machine") or {}).get("cpu_model"),
+            "pool": f"{device} x{threads}",
+            "artifacts": len(rows),
+            "bench_s": seconds,
+            "sessions": pool.get("sessions") or len(set(rows[0].round_sessions or [0])),
+            "rounds": len(rows[0].rounds_ms),
+            "stopped": pool.get("stopped", "plan (before the stopping rule)"),
+            "speedup_hi_lo": [min(speedups, default=0), max(speedups, default=0)],
+            "speedup_hi_lo_median": statistics.median(speedups) if speedups else None,
+            "pair_hi_lo": [min(pairs, default=0), max(pairs, default=0)],
+            "pair_hi_lo_median": statistics.median(pairs) if pairs else None,
+            "pairs_over_1_10": sum(width > 1.10 for width in pairs),
+            "pairs": len(pairs),
+            "tied_with_best": None if best is None else
+            sum(tied(row, best) for row in rows if row is not best),
+            "recommendation": None if best is None else best.label,
+        })  # fmt: skip
+    return figures
+
+
+def page(entries: list[dict], command: str) -> list[str]:
+    lines = header("How wide are the intervals, and what did they cost?", command)
+    lines += [
+        "| run | label | CPU | pool | bench s | sessions | rounds | stopped | speed-up hi/lo "
+        "(min-max, median) | artifact pairs hi/lo (min-max, median) | pairs > 1.10 | tied with "
+        "the recommended | recommended |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for entry in entries:
+        low, high = entry["speedup_hi_lo"]
+        pair_low, pair_high = entry["pair_hi_lo"]
+        seconds = "" if entry["bench_s"] is None else f"{entry['bench_s']:.0f}"
+        lines.append(
+            f"| {entry['run']} | {entry['label']} | {entry['machine']} | {entry['pool']} | "
+            f"{seconds} | {entry['sessions']} | {entry['rounds']} | {entry['stopped']} | "
+            f"{low:.3f}-{high:.3f}, {entry['speedup_hi_lo_median'] or 0:.3f} | "
+            f"{pair_low:.3f}-{pair_high:.3f}, {entry['pair_hi_lo_median'] or 0:.3f} | "
+            f"{entry['pairs_over_1_10']} of {entry['pairs']} | {entry['tied_with_best']} | "
+            f"{entry['recommendation']} |"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories")
+    parser.add_argument("--label", action="append", default=[], help="one per run, in order")
+    parser.add_argument("--out", type=Path, default=HERE / "INTERVALS.md")
+    args = parser.parse_args()
+    labels = args.label + [""] * (len(args.runs) - len(args.label))
+    entries = []
+    for run_dir, label in zip(args.runs, labels, strict=True):
+        entries += [{**figures, "label": label} for figures in pool_figures(run_dir)]
+    command = "python benchmarks/intervals.py " + " ".join(
+        f"--label {label} {run.name}" for run, label in zip(args.runs, labels, strict=True)
+    )
+    write_markdown(args.out, page(entries, command))
+    write_json(args.out.with_suffix(".json"), {"entries": entries})
+    print("\n".join(page(entries, command)))
+
+
+if __name__ == "__main__":
+    main()

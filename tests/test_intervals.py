@@ -1,0 +1,156 @@
+"""What the latency intervals promise, tested by simulation, not by the machine: synthetic sides
+with known session and round variance and known true ratios, seeded
+(``edgekit.measure.simulated``: the machine drifts by ~30 % from one round to the next), run
+through the real interleaver (``edgekit.measure.interleave``) and the real two-level fit and
+speed groups."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from edgekit.common.ranking import speed_groups
+from edgekit.common.stats import paired_ratio
+from edgekit.measure.interleave import (
+    STOPPED_BUDGET,
+    STOPPED_PRECISION,
+    interleave,
+    rounds_per_session,
+    session_plan,
+)
+from edgekit.measure.simulated import SimulatedMachine, SimulatedSide, simulated_pool
+from edgekit.worker.latency import BlockTimer, NoiseGuard, Protocol
+
+QUIET = NoiseGuard(enabled=False)
+# three sessions of three rounds, no stopping rule: the intervals of a fixed design
+FIXED = Protocol(warmup=0, min_runs=1, min_seconds=0.0, rounds=9, block_seconds=0.001,
+                 sessions=3, precision=None)  # fmt: skip
+EXPERIMENTS = 1000
+
+
+def experiment(seed: int, true_ms: list[float], session_sd: float = 0.03,
+               round_sd: float = 0.01, protocol: Protocol = FIXED, **kw):  # fmt: skip
+    sides, machine = simulated_pool(seed, true_ms, session_sd, round_sd)
+    return interleave(sides, protocol, QUIET, clock=machine.clock, **kw)
+
+
+TRUE_MS = [1.0, 1.1, 0.8, 2.0]
+PAIRS = [(a, b) for a in range(len(TRUE_MS)) for b in range(len(TRUE_MS)) if a < b]
+
+
+def coverage(session_sd: float, round_sd: float) -> tuple[float, float]:
+    """How often the 95 % intervals of every pair hold the true ratio, over the experiments:
+    the two-level intervals, and the rounds-only ones (one level dropped)."""
+    held = held_by_rounds = 0
+    for seed in range(EXPERIMENTS):
+        result = experiment(seed, TRUE_MS, session_sd, round_sd)
+        for a, b in PAIRS:
+            truth = TRUE_MS[a] / TRUE_MS[b]
+            _, (low, high) = result.ratio(a, b)
+            held += low <= truth <= high
+            _, (low, high) = paired_ratio(result.rounds_ms(a), result.rounds_ms(b))
+            held_by_rounds += low <= truth <= high
+    total = EXPERIMENTS * len(PAIRS)
+    return held / total, held_by_rounds / total
+
+
+def test_intervals_hold_the_true_ratio_95_percent_of_the_time_when_sessions_differ():
+    held, held_by_rounds = coverage(session_sd=0.03, round_sd=0.01)
+    assert 0.93 <= held <= 0.97
+    # the same data with the session level dropped: intervals that promise what they cannot
+    assert held_by_rounds < 0.75
+
+
+def test_intervals_hold_the_true_ratio_95_percent_of_the_time_when_only_rounds_scatter():
+    held, _ = coverage(session_sd=0.0, round_sd=0.03)
+    assert 0.93 <= held <= 0.97
+
+
+def test_the_fit_recovers_both_variance_components():
+    sessions, rounds = [], []
+    for seed in range(200):
+        fit = experiment(seed, TRUE_MS, session_sd=0.04, round_sd=0.02).fit()
+        sessions.append(fit.session_var)
+        rounds.append(fit.round_var)
+    assert np.sqrt(np.mean(sessions)) == pytest.approx(0.04, rel=0.15)
+    assert np.sqrt(np.mean(rounds)) == pytest.approx(0.02, rel=0.1)
+
+
+def test_groups_split_equally_fast_artifacts_no_more_often_than_five_percent():
+    equal = [1.0] * 6
+    split = 0
+    for seed in range(EXPERIMENTS):
+        result = experiment(seed, equal)
+        levels = [result.level(side) for side in range(len(equal))]
+        split += len(speed_groups(levels)) > 1
+    # 5 % of the experiments, give or take three binomial standard errors
+    assert split / EXPERIMENTS <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / EXPERIMENTS)
+
+
+def test_groups_keep_apart_what_differs_and_together_what_does_not():
+    true_ms = [1.0, 1.5, 1.0, 1.5, 1.01]
+    right = 0
+    for seed in range(200):
+        result = experiment(seed, true_ms)
+        levels = [result.level(side) for side in range(len(true_ms))]
+        right += [sorted(group) for group in speed_groups(levels)] == [[0, 2, 4], [1, 3]]
+    assert right / 200 >= 0.9
+
+
+def test_a_side_whose_sessions_scatter_far_more_keeps_its_own_wider_variance():
+    held = wild_width = calm_width = 0.0
+    for seed in range(300):
+        machine = SimulatedMachine(np.random.default_rng(seed), 6)
+        timers: list[BlockTimer] = [SimulatedSide(f"calm {i}", 1.0, 0.02, 0.01, machine)
+                                    for i in range(5)]  # fmt: skip
+        timers.append(SimulatedSide("wild", 1.0, 0.20, 0.01, machine))
+        result = interleave(timers, replace(FIXED, rounds=15, sessions=5), QUIET,
+                            clock=machine.clock)  # fmt: skip
+        _, (low, high) = result.ratio(5, 0)
+        held += low <= 1.0 <= high
+        wild_width += high / low
+        _, (low, high) = result.ratio(1, 0)
+        calm_width += high / low
+    assert held / 300 >= 0.9
+    assert wild_width > 1.25 * calm_width  # the wild side's intervals widen more
+
+
+def test_the_precision_rule_adds_sessions_until_every_interval_is_within_it():
+    precise = replace(FIXED, precision=0.05, budget_s=1e9)
+    result = experiment(7, TRUE_MS, session_sd=0.05, round_sd=0.02, protocol=precise)
+    assert result.stopped == STOPPED_PRECISION
+    assert len(set(result.sessions_used)) > FIXED.sessions
+    assert result.widest() <= 0.05
+    fixed = experiment(7, TRUE_MS, session_sd=0.05, round_sd=0.02)
+    assert fixed.widest() > 0.05  # the plan alone did not reach it
+
+
+def test_a_budget_too_short_stops_the_measuring_and_says_so():
+    short = replace(FIXED, precision=0.01, budget_s=40.0)
+    result = experiment(7, TRUE_MS, session_sd=0.05, round_sd=0.02, protocol=short)
+    assert result.stopped == STOPPED_BUDGET
+    assert result.widest() > 0.01
+    assert len(set(result.sessions_used)) > FIXED.sessions  # it went on while the budget held
+    assert result.seconds <= 40.0  # simulated seconds: and stopped before exceeding it
+
+
+def test_new_sessions_get_the_rounds_that_buy_the_most_precision_per_second():
+    from edgekit.common.stats import TwoLevelFit
+
+    # sqrt(session cost / round cost x round variance / session variance)
+    fit = TwoLevelFit([], session_var=0.0004, round_var=0.0016, rounds_per_session=3)
+    assert rounds_per_session(fit, session_cost_s=4.0, round_cost_s=1.0) == 4
+    assert rounds_per_session(fit, session_cost_s=25.0, round_cost_s=1.0) == 10
+    # sessions are what scatter: the fewest rounds a session may have
+    assert rounds_per_session(replace(fit, round_var=1e-8), 4.0, 1.0) == 2
+    # no session variance seen: long sessions (rounds are all that narrow the interval)
+    assert rounds_per_session(replace(fit, session_var=0.0), 4.0, 1.0) == 40
+
+
+def test_the_planned_rounds_split_into_near_equal_sessions_of_at_least_two():
+    assert session_plan(9, 3) == [3, 3, 3]
+    assert session_plan(10, 3) == [3, 4, 3]
+    assert session_plan(5, 3) == [2, 3]  # five rounds hold no third session of two
+    assert session_plan(3, 3) == [3] and session_plan(10, 1) == [10]
