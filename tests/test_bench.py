@@ -252,6 +252,7 @@ def test_a_budget_too_short_to_decide_is_said_and_bench_still_exits_0(export_dig
     assert "speed groups, fastest first: 1) onnx/" in result.out
 
 
+@pytest.mark.timing  # check measures with the noise guard on
 def test_a_latency_gate_the_budget_cannot_decide_fails(export_digits, capsys):
     """A file against itself at a 0.1 % bound: no budget of a second decides it, and a gate
     that could not decide fails (exit 1), saying so, rather than pass what it could not see."""
