@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories")
     parser.add_argument("--label", action="append", default=[], help="one per run, in order")
     parser.add_argument("--out", type=Path, default=HERE / "INTERVALS.md")
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args()
     labels = args.label + [""] * (len(args.runs) - len(args.label))
     entries = []
     for run_dir, label in zip(args.runs, labels, strict=True):
