@@ -1,6 +1,7 @@
 """How wide are a run's intervals, and what did they cost? For each run directory given (an
 ``edgekit run`` of any edgekit version: results schema 2 or 3), per pool: the bench phase's
-seconds, the sessions and rounds, why the measuring stopped, the hi/lo of every speed-up over
+seconds (the pool's evaluation included), the sessions and rounds, why the measuring stopped,
+the spread between sessions and between rounds (schema 3), the hi/lo of every speed-up over
 the baseline and of every artifact-against-artifact ratio (all pairs), how many artifacts tie with
 the recommended one, and the recommendation. Writes benchmarks/INTERVALS.md (and .json).
 
@@ -55,6 +56,8 @@ def pool_figures(run_dir: Path) -> list[dict]:
             "sessions": pool.get("sessions") or len(set(rows[0].round_sessions or [0])),
             "rounds": len(rows[0].rounds_ms),
             "stopped": pool.get("stopped", "plan (before the stopping rule)"),
+            "session_sd": pool.get("session_sd"),
+            "round_sd": pool.get("round_sd"),
             "speedup_hi_lo": [min(speedups, default=0), max(speedups, default=0)],
             "speedup_hi_lo_median": statistics.median(speedups) if speedups else None,
             "pair_hi_lo": [min(pairs, default=0), max(pairs, default=0)],
@@ -71,18 +74,22 @@ def pool_figures(run_dir: Path) -> list[dict]:
 def page(entries: list[dict], command: str) -> list[str]:
     lines = header("How wide are the intervals, and what did they cost?", command)
     lines += [
-        "| run | label | CPU | pool | bench s | sessions | rounds | stopped | speed-up hi/lo "
-        "(min-max, median) | artifact pairs hi/lo (min-max, median) | pairs > 1.10 | tied with "
-        "the recommended | recommended |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| run | label | CPU | pool | bench s | sessions | rounds | stopped | sd between sessions, "
+        "between rounds | speed-up hi/lo (min-max, median) | artifact pairs hi/lo (min-max, "
+        "median) | pairs > 1.10 | tied with the recommended | recommended |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for entry in entries:
         low, high = entry["speedup_hi_lo"]
         pair_low, pair_high = entry["pair_hi_lo"]
         seconds = "" if entry["bench_s"] is None else f"{entry['bench_s']:.0f}"
+        spreads = "-"
+        if entry["session_sd"] is not None:
+            spreads = f"{100 * entry['session_sd']:.1f} %, {100 * entry['round_sd']:.1f} %"
         lines.append(
             f"| {entry['run']} | {entry['label']} | {entry['machine']} | {entry['pool']} | "
             f"{seconds} | {entry['sessions']} | {entry['rounds']} | {entry['stopped']} | "
+            f"{spreads} | "
             f"{low:.3f}-{high:.3f}, {entry['speedup_hi_lo_median'] or 0:.3f} | "
             f"{pair_low:.3f}-{pair_high:.3f}, {entry['pair_hi_lo_median'] or 0:.3f} | "
             f"{entry['pairs_over_1_10']} of {entry['pairs']} | {entry['tied_with_best']} | "

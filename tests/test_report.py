@@ -143,7 +143,7 @@ def test_the_page_opens_with_headline_cards_and_a_sortable_filterable_table(run_
     assert load_results(run_dir).run["machine"]["id"] in how  # the machine opens on a click
     # the first screen's decision: the speed groups' chart beside the ranked table
     assert '<div class="decision"><img id="groups-chart"' in page
-    assert page.index('id="ranked-table"') < page.index('id="results-0"')
+    assert page.index('<div id="ranked">') < page.index('id="results-0"')
     assert summary["speed_groups"] and summary["measuring"].startswith("measured in ")
     assert '<table class="sortable" id="results-0">' in page and 'data-table="results-0"' in page
     assert "http://" not in page and "https://" not in page  # offline: nothing fetched

@@ -184,7 +184,7 @@ def test_the_first_screen_holds_the_recommendation_the_groups_chart_and_the_rank
     assert bottom("#groups-chart") <= height  # the whole chart, not its top
     chart = browser.find_element(By.ID, "groups-chart")
     assert browser.execute_script("return arguments[0].naturalWidth", chart) > 0  # it loaded
-    ranked = browser.find_elements(By.CSS_SELECTOR, "#ranked-table tbody tr")
+    ranked = browser.find_elements(By.CSS_SELECTOR, "#ranked table tbody tr")
     report = json.loads((fragile_run / "report.json").read_text())
     # the ranked table lists the speed groups' artifacts, fastest group first
     assert [row.find_elements(By.TAG_NAME, "td")[1].text.removesuffix(" (recommended)")

@@ -209,7 +209,7 @@ def decision(chart: Path | None, columns: tuple[str, ...], ranked: list[list[str
         image = f'<img id="groups-chart" alt="speed groups" src="data:image/png;base64,{data}">'
     note = f'<p class="measuring">{html.escape(measuring)}</p>' if measuring else ""
     return (f'<div class="decision">{image}<div id="ranked">'
-            f"{table(columns, ranked, 'ranked-table')}{note}</div></div>")  # fmt: skip
+            f"{table(columns, ranked)}{note}</div></div>")  # fmt: skip
 
 
 def figures(images: dict[str, Path]) -> str:
