@@ -277,11 +277,15 @@ def _interaction(cells: np.ndarray) -> tuple[float, int]:
     """The sides x sessions interaction's mean square (the variance of one side's session
     figure about its level, the sessions' common drift removed) and its degrees of freedom."""
     sides, sessions_n = cells.shape
-    residual = (
+    freedom = max((sides - 1) * (sessions_n - 1), 1)
+    return float((_residual(cells) ** 2).sum() / freedom), freedom
+
+
+def _residual(cells: np.ndarray) -> np.ndarray:
+    """Each side's session figures less its level and the sessions' common drift."""
+    return (
         cells - cells.mean(axis=1, keepdims=True) - cells.mean(axis=0, keepdims=True) + cells.mean()
     )
-    freedom = max((sides - 1) * (sessions_n - 1), 1)
-    return float((residual**2).sum() / freedom), freedom
 
 
 def _own_variances(cells: np.ndarray, pooled: float) -> dict[int, float]:
@@ -291,10 +295,7 @@ def _own_variances(cells: np.ndarray, pooled: float) -> dict[int, float]:
     count, sessions_n = cells.shape
     if count < 3 or pooled <= 0.0:
         return {}
-    residual = (
-        cells - cells.mean(axis=1, keepdims=True) - cells.mean(axis=0, keepdims=True) + cells.mean()
-    )
-    per_side = (residual**2).sum(axis=1)
+    per_side = (_residual(cells) ** 2).sum(axis=1)
     freedom = sessions_n - 1
     shukla = count / ((count - 2) * freedom) * per_side - per_side.sum() / (
         (count - 1) * (count - 2) * freedom
