@@ -9,11 +9,11 @@ STAMP := $(VENV)/.edgekit-installed
 # onnx2torch (an .onnx source to tflite/executorch) goes to a folder of the venv's own, like a
 # vendored copy, not to site-packages: it requires torchvision, and PyPI's torchvision 0.28.0 is
 # linked against the CUDA torch build and does not import beside the CPU one.
-# edgekit/targets/onnx/source.py finds it there and gives it a torchvision stand-in (NMS and RoiAlign
+# targets/onnx/source.py finds it there and gives it a torchvision stand-in (NMS and RoiAlign
 # refuse by name). Where a matching torchvision exists, the onnx-source extra installs both.
 # --no-compile: byte-compiling every installed module (torch, tensorflow, ray) took minutes;
 # Python compiles the ones a command imports when it first imports them.
-$(STAMP): pyproject.toml requirements.lock
+$(STAMP): pyproject.toml setup.py requirements.lock
 	$(PYTHON) -m venv --clear $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip==26.3
 	$(VENV)/bin/pip install --quiet --no-compile -c requirements.lock -e '.[cpu,dev]'

@@ -1,4 +1,4 @@
-"""The trivial model each target ships (``edgekit/targets/<target>/trivial.<suffix>``): one 1x1
+"""The trivial model each target ships (``targets/<target>/trivial.<suffix>``): one 1x1
 convolution of a 3x8x8 input into 2 classes. ``edgekit bench`` loads it before the artifact, so
 that the memory a runtime needs for any model at all (its import, its thread pools, a session)
 is measured apart from what the artifact adds. Remade with the pinned converters by
@@ -43,7 +43,7 @@ def main() -> None:
         for made in Path(tmp).iterdir():
             if made.suffix in (".onnx", ".tflite", ".pte"):
                 target = {".onnx": "onnx", ".tflite": "tflite", ".pte": "executorch"}[made.suffix]
-                folder = ROOT / "edgekit" / "targets" / target
+                folder = ROOT / "targets" / target
                 shutil.copy(made, folder / f"trivial{made.suffix}")
                 # its manifest too: a session opens it without describing the file first
                 manifest = json.loads(Path(f"{made}.json").read_text())
@@ -51,7 +51,7 @@ def main() -> None:
                 Path(folder / f"trivial{made.suffix}.json").write_text(
                     json.dumps(manifest, indent=1)
                 )
-                print(f"wrote edgekit/targets/{target}/trivial{made.suffix} (+ .json)")
+                print(f"wrote targets/{target}/trivial{made.suffix} (+ .json)")
 
 
 if __name__ == "__main__":

@@ -20,19 +20,8 @@ step() { printf 'wheel-smoke: %s (%ds)\n' "$1" "$SECONDS"; }
 step "python -m build"
 "$PYTHON" -m venv "$work/build-venv"
 "$work/build-venv/bin/pip" install --quiet -c requirements.lock build
-# from a copy of what a fresh clone holds for it, without the checkout's *.egg-info: setuptools
-# would take a stale SOURCES.txt there for the sdist's file list
-"$PYTHON" - "$work/source" <<'EOF'
-import shutil
-import sys
-from pathlib import Path
-
-source = Path(sys.argv[1])
-source.mkdir()
-for name in ("pyproject.toml", "README.md"):
-    shutil.copy2(name, source / name)
-shutil.copytree("edgekit", source / "edgekit", ignore=shutil.ignore_patterns("__pycache__"))
-EOF
+# from a copy of what a fresh clone holds for it (without the checkout's *.egg-info)
+"$PYTHON" scripts/source_tree.py "$work/source"
 "$work/build-venv/bin/python" -m build --outdir "$work/dist" "$work/source" >"$work/build.log" 2>&1 ||
   { tail -40 "$work/build.log"; exit 1; }
 wheels=("$work"/dist/edgekit_bench-*.whl)
@@ -54,9 +43,14 @@ from pathlib import Path
 import edgekit
 import edgekit.cluster  # noqa: F401  (once missing from the wheel)
 
+import edgekit.quantize
+import edgekit.targets  # the top-level targets/ and quantize/ of the checkout, inside the wheel
+
+for module in (edgekit, edgekit.targets, edgekit.quantize):
+    where = Path(module.__file__).resolve()
+    assert Path(sys.prefix) in where.parents, f"{module.__name__} from {where}, not the wheel"
+    assert Path(sys.argv[1]) not in where.parents, f"{module.__name__} from the checkout: {where}"
 where = Path(edgekit.__file__).resolve()
-assert Path(sys.prefix) in where.parents, f"edgekit imported from {where}, not the wheel"
-assert Path(sys.argv[1]) not in where.parents, f"edgekit imported from the checkout: {where}"
 print(f"wheel-smoke: edgekit {edgekit.__version__} from {where.parent}")
 EOF
 

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
+from edgekit.common.layout import MAPPED, source_files
 from edgekit.devices import DEVICE_MODULES
 from edgekit.devices.arm64_emu.emulator import GUEST_MODULES
 from edgekit.targets import TARGET_MODULES
 
 ROOT = Path(__file__).parent.parent
-PACKAGE = ROOT / "edgekit"
 MAX_LINES = 400
 STDLIB = set(sys.stdlib_module_names)
 SESSION_RUNTIMES = {
@@ -37,7 +37,7 @@ SESSION_RUNTIMES = {
     "executorch": {"executorch", "executorch_numpy_runtime", "torch"},
 }
 GUEST_FILES = tuple(GUEST_MODULES)
-# the stages, lowest first: the README's Layout in the same order
+# the layers, lowest first: docs/development.md's Layout in the same order
 ORDER = (
     "edgekit.errors",
     "edgekit",  # the root __init__: the lazy public API (importlib by name) and the moved paths
@@ -69,16 +69,7 @@ SOURCE_TYPES = {
 }
 
 
-def _modules() -> dict[str, Path]:
-    found = {}
-    for path in PACKAGE.rglob("*.py"):
-        relative = path.relative_to(PACKAGE).with_suffix("")
-        parts = [p for p in relative.parts if p != "__init__"]
-        found[".".join(["edgekit", *parts])] = path
-    return found
-
-
-MODULES = _modules()
+MODULES = source_files()  # edgekit/ and the top-level targets/ and quantize/
 TREES = {name: ast.parse(path.read_text()) for name, path in MODULES.items()}
 
 
@@ -87,7 +78,7 @@ def stage(module: str) -> str:
     if module in SOURCE_TYPES:
         return "sources-types"
     parts = module.split(".")
-    if len(parts) > 1 and (PACKAGE / parts[1]).is_dir():
+    if len(parts) > 1 and any(name.startswith(f"edgekit.{parts[1]}.") for name in MODULES):
         return ".".join(parts[:2])
     return module
 
@@ -275,6 +266,9 @@ def _layout_entries() -> list[str]:
 
 
 def test_the_layout_page_is_the_tree_in_the_order_of_its_stages():
+    block = (ROOT / "docs" / "development.md").read_text().split("```text", 1)[1]
+    for package, folder in MAPPED.items():  # at the top level, and in its place among the layers
+        assert f"\n{folder}/ " in block and f"\n  {folder}/ ->" in block, package
     listed = _layout_entries()
     # sources is listed once, where its types sit (lowest of its two places)
     stages = [

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import pytest
 
+from edgekit.common.layout import source_files
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 MARKER = re.compile(r"^<!--\s*runnable\b(?P<attrs>[^>]*?)-->", re.M)
@@ -393,7 +395,7 @@ def test_no_docstring_uses_a_sphinx_role_the_api_page_would_print_raw():
     # mkdocstrings renders a docstring as markdown: ":class:`X`" reaches the page as it is
     found = [
         f"{path.relative_to(ROOT)}:{number}"
-        for path in sorted((ROOT / "edgekit").rglob("*.py"))
+        for path in source_files().values()
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if SPHINX_ROLE.search(line)
     ]

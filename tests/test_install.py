@@ -6,8 +6,8 @@ scripts/wheel-smoke.sh installs the wheel and runs it."""
 
 from __future__ import annotations
 
+import importlib
 import json
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -20,6 +20,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import Specifier
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from edgekit.common.layout import MAPPED, source_files
 from edgekit.common.pipcheck import missing_runtime, onnxruntime_problem
 
 ROOT = Path(__file__).parent.parent
@@ -55,32 +56,36 @@ def _resolve(*args: str) -> list[dict]:
 
 
 def test_the_wheel_ships_every_package_of_the_tree_and_the_weights(tmp_path):
-    # from a copy without the checkout's *.egg-info: setuptools would take a stale SOURCES.txt
-    # there for the sdist's file list and so ship a package the configuration leaves out
     source = tmp_path / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, source / name)
-    shutil.copytree(
-        ROOT / "edgekit", source / "edgekit", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    subprocess.run([sys.executable, ROOT / "scripts" / "source_tree.py", source], check=True)
     # the sdist, then the wheel from it (python -m build's default): both must hold everything
     done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(tmp_path), str(source)],
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [wheel] = tmp_path.glob("edgekit_bench-*.whl")
     shipped = set(zipfile.ZipFile(wheel).namelist())
-    for init in (ROOT / "edgekit").rglob("__init__.py"):
-        assert init.relative_to(ROOT).as_posix() in shipped
+    # every module of edgekit/ and of the top-level targets/ and quantize/, under edgekit/
+    for name, path in source_files().items():
+        inside = "/__init__.py" if path.name == "__init__.py" else ".py"
+        assert name.replace(".", "/") + inside in shipped, name
     assert "edgekit/cluster/__init__.py" in shipped  # once left out of a hand-written list
     weights = {p.name for p in (ROOT / "edgekit" / "sources" / "weights").glob("*") if p.is_file()}
     assert {f"edgekit/sources/weights/{name}" for name in weights} <= shipped
     # each target's trivial model and its manifest: the runtime's memory floor in bench
-    trivial = {p.relative_to(ROOT).as_posix() for p in (ROOT / "edgekit" / "targets").glob(
+    trivial = {f"edgekit/{p.relative_to(ROOT).as_posix()}" for p in (ROOT / "targets").glob(
         "*/trivial.*")}  # fmt: skip
     assert len(trivial) == 6 and trivial <= shipped
     entry_points = next(name for name in shipped if name.endswith(".dist-info/entry_points.txt"))
     assert "edgekit = edgekit.supervise:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+def test_the_top_level_folders_mapped_into_edgekit_are_the_ones_pyproject_maps():
+    # pyproject's package-dir is what setup.py packages; edgekit.common.layout walks the same
+    assert PYPROJECT["tool"]["setuptools"]["package-dir"] == MAPPED
+    for name, folder in MAPPED.items():
+        assert (ROOT / folder / "__init__.py").is_file()
+        assert not (ROOT / "edgekit" / folder).exists()
+        assert Path(importlib.import_module(name).__file__).parent == ROOT / folder
 
 
 def test_every_pin_of_the_lock_has_a_distribution_for_python_3_12():

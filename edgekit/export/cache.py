@@ -81,12 +81,11 @@ def export_key(
 def code_digest() -> str:
     """sha256 over edgekit's own Python files (the targets and quantizers included): an edit
     to any of them makes every stored export stale."""
-    import edgekit
+    from edgekit.common.layout import source_files
 
     digest = hashlib.sha256()
-    root = Path(edgekit.__file__).parent
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode())
+    for name, path in source_files().items():
+        digest.update(name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 

@@ -3,7 +3,7 @@ over the peak of the arithmetic it runs).
 
 A peak is the best rate of several GEMM kernels of that arithmetic, each the best of repeated
 calls (a peak is an upper bound, so best-of, not the median). Each target package contributes
-its runtime's kernels (``edgekit/targets/<name>/peak.py``, named by its ``Target.peak_module``; the
+its runtime's kernels (``targets/<name>/peak.py``, named by its ``Target.peak_module``; the
 shared ``Kernel`` is in ``edgekit.targets.peak_kernels``);
 today:
 

@@ -1,7 +1,7 @@
 """The op census of a model file, read from the file itself: every op in execution order with
 the dtype it computes in, its weights, its multiply-accumulates and whether it runs on the fast
 path (the delegate, or onnxruntime's optimised CPU kernels). Each target reads its own format
-(``edgekit/targets/<name>/census.py``); ``edgekit audit`` and ``edgekit profile`` read only this.
+(``targets/<name>/census.py``); ``edgekit audit`` and ``edgekit profile`` read only this.
 
 Vocabulary:
 

@@ -1,8 +1,8 @@
 """The target protocol: how a source model becomes an artifact, and how an artifact is opened.
 
-A target is a package ``edgekit/targets/<name>/`` whose ``__init__`` defines one ``Target``
+A target is a package ``targets/<name>/`` whose ``__init__`` defines one ``Target``
 subclass (capabilities as class attributes, heavy imports deferred) and registers it; the registry
-line in ``edgekit/targets/__init__.py`` is the only other place that names it."""
+line in ``targets/__init__.py`` is the only other place that names it."""
 
 from __future__ import annotations
 
@@ -122,9 +122,7 @@ class OfficialRunner:
 class Target:
     """Subclass per export format; see the module docstring."""
 
-    name: ClassVar[str] = (
-        ""  # its file suffix is in the registry table (edgekit/targets/__init__.py)
-    )
+    name: ClassVar[str] = ""  # its file suffix is in the registry table (targets/__init__.py)
     runtime: ClassVar[str] = ""  # the on-device runtime, for messages
     recipes: ClassVar[tuple[str, ...]] = ("fp32", "fp16", "int8", "int8-dynamic")
     frameworks: ClassVar[tuple[str, ...]] = ("torch",)
