@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -27,6 +27,10 @@ from edgekit.cli.options import (
     with_foreign_options,
 )
 from edgekit.errors import EdgekitError, UserInputError
+
+if TYPE_CHECKING:
+    from edgekit.run.executor import Executor
+    from edgekit.run.matrix import RunResult
 
 
 @app.command()
@@ -222,7 +226,7 @@ def _run(settings: Any, say: Any, history: Path | None, foreign: Any, cluster: s
     from edgekit.run.matrix import run_matrix
     from edgekit.run.resume import resume_run
 
-    def go(executor: Any) -> Any:
+    def go(executor: Executor | None) -> RunResult:
         if resume is not None:
             return resume_run(resume, say, history, executor)
         return run_matrix(
@@ -245,7 +249,7 @@ def _refuse_absent(devices: list[str], asked: set[str]) -> None:
     any work (a default device is skipped instead, and named after the run)."""
     from edgekit.devices import device_class
     from edgekit.errors import DeviceUnavailable
-    from edgekit.run.matrix import LocalExecutor
+    from edgekit.run.executor import LocalExecutor
 
     for name, why in LocalExecutor().absent_devices([d for d in devices if d in asked]).items():
         raise DeviceUnavailable(

@@ -35,11 +35,14 @@ from edgekit import __version__
 from edgekit.artifacts.artifact import Artifact, manifest_path
 from edgekit.cluster import shipping
 from edgekit.common.fileio import write_bytes_atomic, write_json_atomic
+from edgekit.common.progress import Progress
 from edgekit.devices import DEFAULT_DEVICE
 from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError, first_line
 from edgekit.results import Row
 from edgekit.run.cells import PoolResult, export_failed, failed_row
 from edgekit.run.config import RunConfig
+from edgekit.run.executor import Exported, ExportJob
+from edgekit.run.subject import Subject
 from edgekit.targets import get_target
 
 
@@ -47,6 +50,7 @@ class ClusterExecutor:
     """Cells as Ray tasks on the cluster ``ray`` is connected to."""
 
     tunes_here = False  # run --tune searches on this machine's CPU; the pools run elsewhere
+    # (edgekit.run.executor.Executor is the contract it meets)
 
     def __init__(self, ray: Any, shared_dir: Path | None = None, address: str = "cluster") -> None:
         self.ray = ray
@@ -61,21 +65,20 @@ class ClusterExecutor:
         check_versions(self.nodes)
 
     # -- exports ----------------------------------------------------------------------------
-    def export_all(self, config: RunConfig, source: Any, dataset: Any, out_dir: Path,
-                   say: Any) -> tuple[list[Artifact], list[Row]]:  # fmt: skip
-        return self.export_many([(config, source, dataset)], out_dir, say)[0]
+    def absent_devices(self, devices: list[str]) -> dict[str, str]:
+        """None: a device may hang off any node, and its rows say so when none has it."""
+        return {}
 
-    def export_many(self, jobs: list[tuple[RunConfig, Any, Any]], out_dir: Path,
-                    say: Any) -> list[tuple[list[Artifact], list[Row]]]:  # fmt: skip
+    def export_many(self, jobs: list[ExportJob], out_dir: Path, say: Progress) -> list[Exported]:
         """Every model's exports as tasks at once, so that they spread over all nodes."""
-        for config, _, _ in jobs:
+        for config, _ in jobs:
             self.require_devices(config)
-        self.ship_code([source for _, source, _ in jobs], say)
-        weights = [self._weights(source) for _, source, _ in jobs]
+        self.ship_code([subject.source for _, subject in jobs], say)
+        weights = [self._weights(subject.source) for _, subject in jobs]
         task = self.ray.remote(num_cpus=1, resources={"edgekit_node": 0.001}, max_retries=1)(
             export_cell
         )
-        cells = [(index, target, recipe) for index, (config, _, _) in enumerate(jobs)
+        cells = [(index, target, recipe) for index, (config, _) in enumerate(jobs)
                  for target in config.targets for recipe in config.recipes]  # fmt: skip
         # the longest first, so the last cells to start are short ones and the nodes finish
         # together: each target's export cost, then int8's calibration
@@ -83,14 +86,14 @@ class ClusterExecutor:
                                      not cell[2].startswith("int8")))  # fmt: skip
         refs = {}
         for index, target, recipe in cells:
-            config, source, _ = jobs[index]
+            config, subject = jobs[index]
             refs[(index, target, recipe)] = task.remote(
-                asdict(config), _model(source), config.data, target, recipe, self._shared(),
+                asdict(config), _model(subject.source), config.data, target, recipe, self._shared(),
                 weights[index],
             )  # fmt: skip
         say(f"{len(refs)} export(s) scheduled on {len(self.nodes)} node(s)")
-        deadline = max(config.timeout for config, _, _ in jobs) * 4
-        made: list[tuple[list[Artifact], list[Row]]] = [([], []) for _ in jobs]
+        deadline = max(config.timeout for config, _ in jobs) * 4
+        made: list[Exported] = [([], []) for _ in jobs]
         for (index, target, recipe), result in self._gather(refs, deadline, say).items():
             exported, rows = made[index]
             config = jobs[index][0]
@@ -112,9 +115,11 @@ class ClusterExecutor:
         return made
 
     # -- device pools -------------------------------------------------------------------------
-    def device_pools(self, config: RunConfig, exported: list[Artifact], source: Any,
-                     dataset: Any, say: Any) -> list[PoolResult]:  # fmt: skip
+    def device_pools(self, config: RunConfig, subject: Subject, exported: list[Artifact],
+                     say: Progress) -> list[PoolResult]:  # fmt: skip
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        source = subject.source
 
         self.require_devices(config)
         if not exported:  # every export failed (its rows say why): nothing for a pool to time

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 from edgekit.artifacts.artifact import Artifact
 from edgekit.common.fileio import journal, write_json_atomic
 from edgekit.common.machine import fingerprint
+from edgekit.common.progress import Progress
 from edgekit.errors import EdgekitError, UserInputError
 from edgekit.measure.peak import MachinePeaks, arithmetic_of, shares_of
 from edgekit.report import build_report
@@ -26,14 +26,11 @@ from edgekit.report.history import record_run
 from edgekit.report.recommend import Recommendation, recommend_each
 from edgekit.report.tables import device_reason
 from edgekit.results import RESULTS_SCHEMA_VERSION, Results, Row
-from edgekit.run.cells import PoolResult, device_pool, export_all
 from edgekit.run.config import RunConfig
-from edgekit.sources.data import Dataset, load_dataset
-from edgekit.sources.load import load_model
+from edgekit.run.executor import Executor, Exported, LocalExecutor
+from edgekit.run.subject import Subject, subjects
 from edgekit.sources.source import SourceModel
 from edgekit.targets import runtime_versions
-
-Progress = Callable[[str], None]
 
 
 @dataclass
@@ -63,7 +60,7 @@ def run_matrix(
     progress: Progress | None = None,
     history: Path | None = None,
     foreign: Any = None,
-    executor: Any = None,
+    executor: Executor | None = None,
 ) -> RunResult:
     """Export, validate, evaluate and benchmark every combination; write the run directory,
     its report and its history record; return them with the recommendation.
@@ -107,101 +104,6 @@ def finish(results: Results, run_dir: Path, history: Path | None, config: RunCon
     return RunResult(run_dir, results, report, advice)
 
 
-@dataclass
-class Subject:
-    """One model of a run: a source model, or a file measured as it is, and its dataset."""
-
-    spec: str
-    data: str
-    source: SourceModel | None
-    given: Artifact | None
-    dataset: Dataset | None
-
-    @property
-    def name(self) -> str:
-        return self.source.name if self.source is not None else self.given.path.stem
-
-    def info(self, macs: int | None) -> dict[str, Any]:
-        if self.source is not None:
-            return {"spec": self.source.spec, "name": self.source.name,
-                    "digest": self.source.digest, "load_options": self.source.load_options,
-                    "macs": macs}  # fmt: skip
-        manifest = self.given.manifest
-        return {"spec": self.spec, "name": self.name, "digest": manifest.file.sha256,
-                "load_options": {}, "foreign": manifest.foreign, "macs": macs}  # fmt: skip
-
-    def data_info(self) -> dict[str, Any]:
-        return {
-            "spec": self.data if self.dataset is not None else None,
-            "digest": self.dataset.digest if self.dataset is not None else None,
-            "evaluation_samples": len(self.dataset.evaluation) if self.dataset is not None else 0,
-        }
-
-
-def subjects(config: RunConfig, foreign: Any = None) -> list[Subject]:
-    found = []
-    for spec in config.model_specs():
-        data = config.data_for.get(spec, config.data)
-        given = _given_artifact(spec, foreign)
-        if given and config.weights is not None:
-            raise UserInputError(f"{spec}: a model file brings its own weights; drop --weights")
-        source = None if given else load_model(spec, weights=config.weights, quiet=True,
-                                                  foreign=foreign, data=data)  # fmt: skip
-        found.append(Subject(spec, data, source, given, _dataset(data, source, given)))
-    return found
-
-
-class LocalExecutor:
-    """Every cell in this process, one after the other (the default)."""
-
-    def __init__(self) -> None:
-        self.timings: list[dict[str, Any]] = []  # each export's own time and node
-
-    def export_all(self, config: RunConfig, source: SourceModel, dataset: Dataset,
-                   out_dir: Path, say: Progress) -> tuple[list[Artifact], list[Row]]:  # fmt: skip
-        return export_all(config, source, dataset, out_dir, say, self.timings)
-
-    def export_many(self, jobs: list[tuple[RunConfig, SourceModel, Dataset]], out_dir: Path,
-                    say: Progress) -> list[tuple[list[Artifact], list[Row]]]:  # fmt: skip
-        """Every model's exports (a cluster runs them all at once)."""
-        return [self.export_all(c, source, dataset, out_dir, say) for c, source, dataset in jobs]
-
-    def device_pools(self, config: RunConfig, exported: list[Artifact],
-                     source: SourceModel | None, dataset: Dataset | None,
-                     say: Progress) -> list[PoolResult]:  # fmt: skip
-        # one forward pass of the source per run, not per device: SourceModel.predict's memo
-        return [device_pool(config, d, exported, source, dataset, say) for d in config.devices]
-
-    def absent_devices(self, devices: list[str]) -> dict[str, str]:
-        """The devices this machine lacks altogether, with why (a cluster run has no such
-        check: a device may hang off any node, and its rows say so when none has it)."""
-        from edgekit.devices import device_class
-
-        found = {name: device_class(name)().absent() for name in devices}
-        return {name: why for name, why in found.items() if why}
-
-
-def _given_artifact(spec: str, foreign: Any) -> Artifact | None:
-    """A .tflite/.pte given as the model: measured as it is (an .onnx is a source model)."""
-    from edgekit.artifacts.artifact import load_artifact
-    from edgekit.targets import get_target, target_for_suffix
-
-    name = target_for_suffix(Path(spec).suffix)
-    if name is None or get_target(name).loads_source:
-        return None
-    return load_artifact(Path(spec), foreign=foreign)
-
-
-def _dataset(spec: str, source: SourceModel | None, given: Artifact | None) -> Dataset | None:
-    if source is not None:
-        return load_dataset(spec, source.preprocess)
-    if not given.classifier:
-        return None  # latency only, on inputs made from the file's own specs
-    from edgekit.measure.accuracy import dataset_for
-
-    return dataset_for(given, spec)
-
-
 def measure(
     config: RunConfig,
     models: list[Subject],
@@ -209,7 +111,7 @@ def measure(
     run_id: str,
     created: datetime,
     say: Progress,
-    executor: Any = None,
+    executor: Executor | None = None,
     keep: list[Row] | None = None,
 ) -> Results:
     """Every model's cells (``keep``: rows a resumed run already has), merged into one
@@ -217,7 +119,7 @@ def measure(
     from edgekit.run.profile import hint_rows
 
     executor = executor or LocalExecutor()
-    skipped = executor.absent_devices(config.devices) if hasattr(executor, "absent_devices") else {}
+    skipped = executor.absent_devices(config.devices)
     for name, why in skipped.items():
         say(f"skipping device {name}: {why}")
     present = [name for name in config.devices if name not in skipped]
@@ -230,7 +132,7 @@ def measure(
     if config.tune:
         from edgekit.run.tuning import tune_phase
 
-        if not getattr(executor, "tunes_here", True):
+        if not executor.tunes_here:
             raise UserInputError("tune: tuning runs on this machine's CPU, not across a cluster")
         started = time.perf_counter()
         tuning = tune_phase(config, made, present, say)
@@ -240,7 +142,7 @@ def measure(
         settings = replace(config, model=model.spec, data=model.data, devices=present)
         exported, failed = made[model.spec]
         mine = list(failed)
-        for pool in executor.device_pools(settings, exported, model.source, model.dataset, say):
+        for pool in executor.device_pools(settings, model, exported, say):
             profiles += pool.profiles
             for row in pool.rows:
                 # each device pool interleaves its own baseline; the report keeps the first one
@@ -256,7 +158,7 @@ def measure(
         rows += mine
         infos.append((model.info(macs), model.data_info()))
     phases["devices_s"] = time.perf_counter() - started
-    phases["exports"] = list(getattr(executor, "timings", []))
+    phases["exports"] = list(executor.timings)
     hint_rows(rows, run_dir)
     run = {
         "id": run_id,
@@ -296,16 +198,13 @@ def absent_devices(devices: list[str], rows: list[Row],
 
 
 def _export_phase(config: RunConfig, models: list[Subject], out_dir: Path, say: Progress,
-                  executor: Any) -> dict[str, tuple[list[Artifact], list[Row]]]:  # fmt: skip
-    """Every model's exports, by model spec: all at once where the executor can (a cluster
+                  executor: Executor) -> dict[str, Exported]:  # fmt: skip
+    """Every model's exports, by model spec, all handed to the executor at once (a cluster
     spreads them over its nodes); a file given as it is has none."""
     wanted = [m for m in models if m.given is None]
-    jobs = [(replace(config, model=m.spec, data=m.data), m.source, m.dataset) for m in wanted]
-    if hasattr(executor, "export_many"):
-        results = executor.export_many(jobs, out_dir, say)
-    else:
-        results = [executor.export_all(*job, out_dir, say) for job in jobs]
-    made = {m.spec: result for m, result in zip(wanted, results, strict=True)}
+    jobs = [(replace(config, model=m.spec, data=m.data), m) for m in wanted]
+    made = dict(zip([m.spec for m in wanted], executor.export_many(jobs, out_dir, say),
+                    strict=True))  # fmt: skip
     made.update({m.spec: ([m.given], []) for m in models if m.given is not None})
     return made
 

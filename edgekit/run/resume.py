@@ -13,20 +13,30 @@ import shutil
 from dataclasses import fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from edgekit.artifacts.artifact import load_artifact
+from edgekit.artifacts.artifact import Artifact, load_artifact
 from edgekit.common.fileio import journal, write_json_atomic
+from edgekit.common.progress import Progress
 from edgekit.errors import UserInputError
 from edgekit.report import build_report
 from edgekit.results import Results, Row, load_results
+from edgekit.run.cells import PoolResult
 from edgekit.run.config import RunConfig
+from edgekit.run.executor import Executor, Exported, ExportJob, LocalExecutor
+from edgekit.run.subject import Subject, subjects
+
+if TYPE_CHECKING:
+    from edgekit.run.matrix import RunResult
 
 
 def resume_run(
-    run_dir: Path, progress: Any = None, history: Path | None = None, executor: Any = None
-) -> Any:
-    from edgekit.run.matrix import LocalExecutor, finish, measure, subjects
+    run_dir: Path,
+    progress: Progress | None = None,
+    history: Path | None = None,
+    executor: Executor | None = None,
+) -> RunResult:
+    from edgekit.run.matrix import finish, measure
 
     run_dir = Path(run_dir)
     old = load_results(run_dir)
@@ -73,40 +83,50 @@ class _Redo:
     """An executor that runs only the missing cells: the exports that failed, and on each
     device the artifacts whose rows there did not come back."""
 
-    def __init__(self, missing: list[Row], folder: Path, inner: Any) -> None:
+    def __init__(self, missing: list[Row], folder: Path, inner: Executor) -> None:
         self.missing, self.folder, self.inner = missing, folder, inner
+        self.fresh: set[str] = set()  # the files made again, measured on every device
 
     @property
     def tunes_here(self) -> bool:
-        return getattr(self.inner, "tunes_here", True)
+        return self.inner.tunes_here
 
-    def export_all(self, config: RunConfig, source: Any, dataset: Any, out_dir: Path,
-                   say: Any) -> tuple[list, list[Row]]:  # fmt: skip
-        cells = {(r.target, r.recipe) for r in self.missing if r.stage == "export"}
-        exported, rows = [], []
-        for target, recipe in sorted(cells):
-            one = replace(config, targets=[target], recipes=[recipe])
-            made, failed = self.inner.export_all(one, source, dataset, out_dir, say)
-            exported += made
-            rows += failed
-        self.fresh = {a.path.name for a in exported}
-        existing = [load_artifact(p) for p in sorted(self.folder.glob("*"))
-                    if not p.name.endswith(".json") and p.name not in self.fresh]  # fmt: skip
+    @property
+    def timings(self) -> list[dict[str, Any]]:
+        return self.inner.timings
+
+    def absent_devices(self, devices: list[str]) -> dict[str, str]:
+        return self.inner.absent_devices(devices)
+
+    def export_many(self, jobs: list[ExportJob], out_dir: Path, say: Progress) -> list[Exported]:
+        cells = sorted({(r.target, r.recipe) for r in self.missing if r.stage == "export"})
+        made = []
+        for config, subject in jobs:
+            again = [(replace(config, targets=[target], recipes=[recipe]), subject)
+                     for target, recipe in cells]  # fmt: skip
+            exported, rows = [], []
+            for artifacts, failed in self.inner.export_many(again, out_dir, say):
+                exported += artifacts
+                rows += failed
+            self.fresh |= {a.path.name for a in exported}
+            existing = [load_artifact(p) for p in sorted(self.folder.glob("*"))
+                        if not p.name.endswith(".json") and p.name not in self.fresh]  # fmt: skip
+            made.append((exported + existing, rows))
         self.missing = [r for r in self.missing if r.stage != "export"]
-        return exported + existing, rows
+        return made
 
-    def device_pools(self, config: RunConfig, exported: list, source: Any, dataset: Any,
-                     say: Any) -> list:  # fmt: skip
+    def device_pools(
+        self, config: RunConfig, subject: Subject, exported: list[Artifact], say: Progress
+    ) -> list[PoolResult]:
         pools = []
-        fresh = getattr(self, "fresh", set())
         for device in config.devices:
             wanted = {Path(str(r.artifact)).name for r in self.missing if r.device == device}
-            chosen = [a for a in exported if a.path.name in wanted or a.path.name in fresh]
+            chosen = [a for a in exported if a.path.name in wanted or a.path.name in self.fresh]
             if not chosen:
                 continue
             say(f"resume: {len(chosen)} artifact(s) on {device}")
-            pools += self.inner.device_pools(replace(config, devices=[device]), chosen, source,
-                                             dataset, say)  # fmt: skip
+            pools += self.inner.device_pools(replace(config, devices=[device]), subject, chosen,
+                                             say)  # fmt: skip
         return pools
 
 
