@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from edgekit.artifacts.artifact import Artifact
+from edgekit.common.progress import Progress
 from edgekit.devices import DEFAULT_DEVICE, get_device
 from edgekit.errors import DeviceUnavailable, EdgekitError
 from edgekit.export.cache import cached_export
@@ -26,8 +26,6 @@ from edgekit.run.config import RunConfig
 from edgekit.sources.data import Dataset
 from edgekit.sources.source import SourceModel
 from edgekit.worker.latency import LatencyRecord, NoiseGuard, Protocol
-
-Progress = Callable[[str], None]
 
 
 @dataclass

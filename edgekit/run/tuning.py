@@ -6,18 +6,16 @@ results.json (``run["tuning"]``) for the report's two columns."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from edgekit.artifacts.artifact import Artifact
 from edgekit.artifacts.runtime_options import tuned_threads
+from edgekit.common.progress import Progress
 from edgekit.devices import device_class
 from edgekit.errors import EdgekitError, first_line
 from edgekit.run.config import RunConfig
 from edgekit.targets import get_target
 from edgekit.worker.latency import NoiseGuard
-
-Progress = Callable[[str], None]
 
 
 def tunable_devices(devices: list[str]) -> list[str]:

@@ -26,10 +26,10 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from edgekit.common.fileio import temporary_directory
+from edgekit.common.progress import Progress
 from edgekit.devices.arm64_emu.emulator import (
     CORE,
     CPU_CHOICES,
@@ -57,8 +57,6 @@ DEBIAN_MIRROR = "http://deb.debian.org/debian"
 SECURITY_MIRROR = "http://deb.debian.org/debian-security"
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 APT_TIMEOUT_S = 600
-
-Progress = Callable[[str], None]
 
 
 def _mirrors() -> tuple[str, str]:
