@@ -31,6 +31,12 @@ def add_target(name: str, module: str, suffix: str) -> None:
     TARGET_MODULES[name] = (module, suffix)
 
 
+def remove_target(name: str) -> None:
+    """Unregister a target that ``add_target`` registered (a test's plugin, once done)."""
+    TARGET_MODULES.pop(name, None)
+    _REGISTRY.pop(name, None)
+
+
 def target_names() -> list[str]:
     load_plugins()
     return list(TARGET_MODULES)

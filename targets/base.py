@@ -2,7 +2,13 @@
 
 A target is a package ``targets/<name>/`` whose ``__init__`` defines one ``Target``
 subclass (capabilities as class attributes, heavy imports deferred) and registers it; the registry
-line in ``targets/__init__.py`` is the only other place that names it."""
+line in ``targets/__init__.py`` is the only other place that names it.
+
+Its roles (``ROLES``: census, coverage, profile, ...) are found by convention, as ``open()``
+finds the session module: the role ``census`` is the function ``census`` of the package's module
+``census`` (``edgekit.targets.tflite.census.census``), imported when first called. A target
+declares the roles it fills in ``roles``, and names another module for one in
+``role_modules``; a plugin may also override the method itself."""
 
 from __future__ import annotations
 
@@ -119,6 +125,18 @@ class OfficialRunner:
     parse: Callable[[str], dict[str, float]]
 
 
+# each role a target may fill, and what a target without it lacks (its refusal's words)
+ROLES = {
+    "census": "no op census for this format",
+    "coverage": "no fast-path coverage reader for this format",
+    "describe": "cannot read a file it did not make",
+    "profile": "no per-op profiler for this format",
+    "layer_errors": "no per-layer quantization debugger",
+    "official_runner": "no official benchmark runner for phones",
+    "planned_memory": "no planned-memory reader in this edgekit",
+}
+
+
 class Target:
     """Subclass per export format; see the module docstring."""
 
@@ -140,6 +158,24 @@ class Target:
     guest_modules: ClassVar[tuple[str, ...]] = ()  # runtime modules that session needs
     # module whose kernels() gives its runtime's GEMM peak kernels (edgekit.measure.peak); "": none
     peak_module: ClassVar[str] = ""
+    # the ROLES it fills, each by its package's module of the role's name ...
+    roles: ClassVar[frozenset[str]] = frozenset()
+    # ... or by the module named here (relative to the package: {"official_runner": "android"})
+    role_modules: ClassVar[dict[str, str]] = {}
+
+    def has_role(self, role: str) -> bool:
+        """Does this target fill ``role``: declared, or a method of its own (a plugin's)."""
+        return role in self.roles or getattr(type(self), role) is not getattr(Target, role)
+
+    def role_function(self, role: str) -> Callable[..., Any]:
+        """The function that fills a declared role; NotImplementedError for one it lacks."""
+        import importlib
+
+        if role not in self.roles:
+            raise NotImplementedError(f"{self.name}: {ROLES[role]}")
+        package = type(self).__module__
+        module = importlib.import_module(f"{package}.{self.role_modules.get(role, role)}")
+        return getattr(module, role)
 
     def unsupported_reason(
         self, recipe: str, source: SourceModel, io_dtype: str = "float32"
@@ -177,7 +213,8 @@ class Target:
         return module.open_session(Path(path), manifest, accelerator, threads, **options)
 
     def coverage(self, path: Path, manifest: Manifest) -> Coverage:
-        raise NotImplementedError
+        """What of the file runs on the runtime's fast path (its delegate, its int8 kernels)."""
+        return self.role_function("coverage")(Path(path), manifest)
 
     def runtime_code(self, file: str, options: dict[str, Any]) -> list[str]:
         """The lines of the runtime's own API that open ``file`` with ``options`` (the thread
@@ -186,7 +223,7 @@ class Target:
 
     def describe(self, path: Path) -> FileFacts:
         """The file's own inputs and outputs (for files edgekit did not make)."""
-        raise NotImplementedError(f"{self.name}: cannot read a file it did not make")
+        return self.role_function("describe")(Path(path))
 
     # a file of this format can be a source model (--model file.onnx)
     loads_source: ClassVar[bool] = False
@@ -205,32 +242,24 @@ class Target:
         """Every op of the file with its compute dtype, weights, MACs and placement; the
         manifest edgekit wrote beside it (None: the file alone) may add what the format does
         not keep (a .pte's module paths)."""
-        raise NotImplementedError(f"{self.name}: no op census for this format")
-
-    def census_for(self, path: Path, manifest: Manifest | None = None) -> Census:
-        """``census`` with the manifest, unless the target (a plugin written before the
-        argument) takes the file alone."""
-        import inspect
-
-        if manifest is not None and "manifest" in inspect.signature(self.census).parameters:
-            return self.census(path, manifest)
-        return self.census(path)
+        return self.role_function("census")(Path(path), manifest)
 
     def profile(
         self, path: Path, manifest: Manifest, threads: int, runs: int, warmup: int
     ) -> OpTimes:
         """Per-op times from the runtime's own profiler, on the host CPU."""
-        raise NotImplementedError(f"{self.name}: no per-op profiler for this format")
+        return self.role_function("profile")(Path(path), manifest, threads, runs, warmup)
 
     def layer_errors(
         self, source: SourceModel, x: np.ndarray, names: list[str], work: Path
     ) -> LayerErrors:
         """This runtime's own per-layer int8 error, in dB, by torch module path (``names``:
         the layers), and why a layer has no figure."""
-        raise NotImplementedError(f"{self.name}: no per-layer quantization debugger")
+        return self.role_function("layer_errors")(source, x, names, work)
 
     def official_runner(self) -> OfficialRunner | None:
-        return None
+        """The runtime's own benchmark binary on a phone, or None."""
+        return self.role_function("official_runner")() if "official_runner" in self.roles else None
 
     def trivial_model(self) -> Path | None:
         """The runtime's floor: a trivial model of this format shipped beside the target's
@@ -247,7 +276,9 @@ class Target:
         """The memory the runtime plans for the file's activations, read from the runtime's
         own API or the file format (``details``: the manifest's, where the export recorded
         it); where it cannot be read, why not."""
-        return PlannedMemory(None, f"{self.name}: no planned-memory reader in this edgekit")
+        if "planned_memory" in self.roles:
+            return self.role_function("planned_memory")(Path(path), details)
+        return PlannedMemory(None, f"{self.name}: {ROLES['planned_memory']}")
 
     def check(self) -> dict[str, Any]:
         """Doctor: can this machine export and run this target, and if not, why."""

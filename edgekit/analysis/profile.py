@@ -116,7 +116,7 @@ def profile_artifacts(
     layer_names: dict[str, list[str]] = {}
     for artifact, record in zip(loaded, records, strict=False):
         say(f"profiling {artifact.label}")
-        census = get_target(artifact.target).census_for(artifact.path, artifact.manifest)
+        census = get_target(artifact.target).census(artifact.path, artifact.manifest)
         try:
             times = get_target(artifact.target).profile(
                 artifact.path, artifact.manifest, threads, runs, warmup

@@ -238,7 +238,7 @@ def _validate(
 
 def _census_of(plugin: Any, path: Path, manifest: Manifest) -> Any:
     try:
-        return plugin.census_for(path, manifest)  # the manifest gives a .pte its module paths
+        return plugin.census(path, manifest)  # the manifest gives a .pte its module paths
     except NotImplementedError:
         return None
 

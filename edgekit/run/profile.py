@@ -51,10 +51,9 @@ def profile_run(
 def profiles_itself(target: str) -> bool:
     """The target reads its op census and runs its runtime's profiler (a plugin may not)."""
     from edgekit.targets import get_target
-    from edgekit.targets.base import Target
 
-    kind = type(get_target(target))
-    return kind.profile is not Target.profile and kind.census is not Target.census
+    kind = get_target(target)
+    return kind.has_role("profile") and kind.has_role("census")
 
 
 def hint_rows(rows: list[Row], run_dir: Path) -> None:

@@ -5,29 +5,17 @@ in (``session``); ``coverage`` reads what runs where from the file itself."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 from edgekit.targets import register
 from edgekit.targets.base import (
     Accelerator,
-    Census,
-    Coverage,
     ExportInfo,
     ExportRequest,
-    FileFacts,
-    LayerErrors,
-    OfficialRunner,
-    OpTimes,
-    PlannedMemory,
     Target,
     TensorSpec,
 )
 from edgekit.targets.manifest import Manifest
-
-if TYPE_CHECKING:
-    import numpy as np
-
-    from edgekit.sources.source import SourceModel
 
 
 @register
@@ -42,6 +30,21 @@ class ExecuTorchTarget(Target):
     session_module = "edgekit.targets.executorch.session"
     peak_module = "edgekit.targets.executorch.peak"
     guest_modules = ("executorch_numpy_runtime",)
+    roles = frozenset(
+        {
+            "census",
+            "coverage",
+            "describe",
+            "layer_errors",
+            "official_runner",
+            "planned_memory",
+            "profile",
+        }
+    )
+    role_modules: ClassVar[dict[str, str]] = {
+        "official_runner": "android",
+        "planned_memory": "memory",
+    }
 
     def export(self, request: ExportRequest) -> ExportInfo:
         import torch
@@ -94,47 +97,6 @@ class ExecuTorchTarget(Target):
             f"// C++: executorch::extension::threadpool::get_threadpool()"
             f"->_unsafe_reset_threadpool({threads});",
         ]
-
-    def coverage(self, path: Path, manifest: Manifest) -> Coverage:
-        from edgekit.targets.executorch.convert import quiet_library_noise
-        from edgekit.targets.executorch.coverage import coverage
-
-        quiet_library_noise()
-        return coverage(Path(path), manifest)
-
-    def layer_errors(
-        self, source: SourceModel, x: np.ndarray, names: list[str], work: Path
-    ) -> LayerErrors:
-        from edgekit.targets.executorch.layer_errors import layer_errors
-
-        return layer_errors(source, x, names, work)
-
-    def describe(self, path: Path) -> FileFacts:
-        from edgekit.targets.executorch.describe import describe
-
-        return describe(Path(path))
-
-    def planned_memory(self, path: Path, details: dict[str, Any] | None = None) -> PlannedMemory:
-        from edgekit.targets.executorch.memory import planned_memory
-
-        return planned_memory(Path(path), details)
-
-    def census(self, path: Path, manifest: Manifest | None = None) -> Census:
-        from edgekit.targets.executorch.census import census
-
-        return census(Path(path), manifest)
-
-    def profile(
-        self, path: Path, manifest: Manifest, threads: int, runs: int, warmup: int
-    ) -> OpTimes:
-        from edgekit.targets.executorch.profile import profile
-
-        return profile(Path(path), manifest, threads, runs, warmup)
-
-    def official_runner(self) -> OfficialRunner:
-        from edgekit.targets.executorch.android import RUNNER
-
-        return RUNNER
 
     def check(self) -> dict[str, Any]:
         facts = super().check()

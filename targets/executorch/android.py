@@ -21,3 +21,8 @@ def parse(output: str) -> dict[str, float]:
 
 
 RUNNER = OfficialRunner("EDGEKIT_EXECUTOR_RUNNER", command, parse)
+
+
+def official_runner() -> OfficialRunner:
+    """The role ``official_runner`` (edgekit.targets.base.ROLES)."""
+    return RUNNER

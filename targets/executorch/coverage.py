@@ -52,6 +52,10 @@ PORTABLE_COMPUTE_OPS = {
 
 def coverage(path: Path, manifest: Manifest) -> Coverage:
     from executorch.exir._serialize._program import deserialize_pte_binary
+
+    from edgekit.targets.executorch.convert import quiet_library_noise
+
+    quiet_library_noise()
     from executorch.exir.schema import DelegateCall, KernelCall
 
     program = deserialize_pte_binary(path.read_bytes()).program

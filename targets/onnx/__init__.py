@@ -7,30 +7,21 @@ from __future__ import annotations
 import shutil
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from edgekit.common.fileio import temporary_directory
 from edgekit.targets import register
 from edgekit.targets.base import (
     Accelerator,
-    Census,
-    Coverage,
     ExportInfo,
     ExportRequest,
-    FileFacts,
-    LayerErrors,
-    OfficialRunner,
-    OpTimes,
     PlannedMemory,
     Target,
     TensorSpec,
 )
-from edgekit.targets.manifest import Manifest
 from edgekit.targets.onnx.knobs import KNOBS
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from edgekit.sources.source import SourceModel
 
 
@@ -46,6 +37,10 @@ class OnnxTarget(Target):
     session_module = "edgekit.targets.onnx.session"
     peak_module = "edgekit.targets.onnx.peak"
     guest_modules = ("onnxruntime",)
+    roles = frozenset(
+        {"census", "coverage", "describe", "layer_errors", "official_runner", "profile"}
+    )
+    role_modules: ClassVar[dict[str, str]] = {"official_runner": "android"}
     session_options = ("provider", *(knob.name for knob in KNOBS))  # provider: cuda or tensorrt
     tuning_knobs = KNOBS
 
@@ -130,23 +125,6 @@ class OnnxTarget(Target):
         return [*lines, f'session = ort.InferenceSession("{file}", options, '
                         'providers=["CPUExecutionProvider"])']  # fmt: skip
 
-    def coverage(self, path: Path, manifest: Manifest) -> Coverage:
-        from edgekit.targets.onnx.coverage import coverage
-
-        return coverage(Path(path), manifest)
-
-    def layer_errors(
-        self, source: SourceModel, x: np.ndarray, names: list[str], work: Path
-    ) -> LayerErrors:
-        from edgekit.targets.onnx.layer_errors import layer_errors
-
-        return layer_errors(source, x, names, work)
-
-    def describe(self, path: Path) -> FileFacts:
-        from edgekit.targets.onnx.describe import describe
-
-        return describe(Path(path))
-
     loads_source = True
 
     def load_source(
@@ -166,20 +144,3 @@ class OnnxTarget(Target):
             None,
             "onnxruntime 1.32's Python API does not report what its memory pattern plans",
         )
-
-    def census(self, path: Path, manifest: Manifest | None = None) -> Census:
-        from edgekit.targets.onnx.census import census
-
-        return census(Path(path))
-
-    def profile(
-        self, path: Path, manifest: Manifest, threads: int, runs: int, warmup: int
-    ) -> OpTimes:
-        from edgekit.targets.onnx.profile import profile
-
-        return profile(Path(path), manifest, threads, runs, warmup)
-
-    def official_runner(self) -> OfficialRunner:
-        from edgekit.targets.onnx.android import RUNNER
-
-        return RUNNER

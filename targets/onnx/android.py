@@ -40,3 +40,8 @@ def parse(output: str) -> dict[str, float]:
 
 
 RUNNER = OfficialRunner("EDGEKIT_ORT_PERF_TEST", command, parse)
+
+
+def official_runner() -> OfficialRunner:
+    """The role ``official_runner`` (edgekit.targets.base.ROLES)."""
+    return RUNNER

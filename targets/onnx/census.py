@@ -21,6 +21,7 @@ import numpy as np
 from edgekit.common.fileio import temporary_directory
 from edgekit.errors import EdgekitError, UserInputError, first_line
 from edgekit.targets.census import Census, CensusOp
+from edgekit.targets.manifest import Manifest
 from edgekit.targets.onnx import coverage as ort_graph
 from edgekit.targets.onnx.describe import describe
 from edgekit.targets.onnx.names import node_modules, weight_owner
@@ -52,7 +53,7 @@ _ORT_SUFFIX = re.compile(r"(_nchwc|_token_\d+|/\w+Fusion)+$")  # /MatMulAddFusio
 _ORT_MADE = re.compile(r"_(bn|mul)$")  # a BatchNormalization or Mul made a 1x1 NCHWc conv
 
 
-def census(path: Path) -> Census:
+def census(path: Path, manifest: Manifest | None = None) -> Census:
     """Every node onnxruntime runs on CPU, in execution order, with the dtype it computes in;
     a file onnx or onnxruntime cannot read raises UserInputError naming it."""
     import onnx

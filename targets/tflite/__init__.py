@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from edgekit.common.fileio import raise_disk_error, temporary_directory
 from edgekit.common.quiet import quiet_native, quiet_python
@@ -18,23 +18,14 @@ from edgekit.errors import UnsupportedExport, UserInputError, first_line
 from edgekit.targets import register
 from edgekit.targets.base import (
     Accelerator,
-    Census,
-    Coverage,
     ExportInfo,
     ExportRequest,
-    FileFacts,
-    LayerErrors,
-    OfficialRunner,
-    OpTimes,
     PlannedMemory,
     Target,
 )
 from edgekit.targets.knobs import Knob
-from edgekit.targets.manifest import Manifest
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from edgekit.sources.source import SourceModel
 
 QUIET = {
@@ -81,6 +72,10 @@ class TFLiteTarget(Target):
     session_module = "edgekit.targets.tflite.session"
     peak_module = "edgekit.targets.tflite.peak"
     guest_modules = ("ai_edge_litert",)
+    roles = frozenset(
+        {"census", "coverage", "describe", "layer_errors", "official_runner", "profile"}
+    )
+    role_modules: ClassVar[dict[str, str]] = {"official_runner": "android"}
 
     def unsupported_reason(
         self, recipe: str, source: SourceModel, io_dtype: str = "float32"
@@ -168,44 +163,10 @@ class TFLiteTarget(Target):
             f".setNumThreads({options['threads']}).setUseXNNPACK({str(options['xnnpack']).lower()}))",
         ]
 
-    def coverage(self, path: Path, manifest: Manifest) -> Coverage:
-        from edgekit.targets.tflite.coverage import coverage
-
-        return coverage(Path(path), manifest)
-
-    def layer_errors(
-        self, source: SourceModel, x: np.ndarray, names: list[str], work: Path
-    ) -> LayerErrors:
-        from edgekit.targets.tflite.layer_errors import layer_errors
-
-        return layer_errors(source, x, names, work)
-
-    def describe(self, path: Path) -> FileFacts:
-        from edgekit.targets.tflite.describe import describe
-
-        return describe(Path(path))
-
     def planned_memory(self, path: Path, details: dict[str, Any] | None = None) -> PlannedMemory:
         return PlannedMemory(
             None, "LiteRT 2.3.0's Python Interpreter does not report its arena's size"
         )
-
-    def census(self, path: Path, manifest: Manifest | None = None) -> Census:
-        from edgekit.targets.tflite.census import census
-
-        return census(Path(path))
-
-    def profile(
-        self, path: Path, manifest: Manifest, threads: int, runs: int, warmup: int
-    ) -> OpTimes:
-        from edgekit.targets.tflite.profile import profile
-
-        return profile(Path(path), manifest, threads, runs, warmup)
-
-    def official_runner(self) -> OfficialRunner:
-        from edgekit.targets.tflite.android import RUNNER
-
-        return RUNNER
 
     def check(self) -> dict[str, Any]:
         facts = super().check()

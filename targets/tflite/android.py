@@ -70,3 +70,8 @@ def _memory(output: str) -> dict[str, float]:
 
 
 RUNNER = OfficialRunner("EDGEKIT_BENCHMARK_MODEL", command, parse)
+
+
+def official_runner() -> OfficialRunner:
+    """The role ``official_runner`` (edgekit.targets.base.ROLES)."""
+    return RUNNER

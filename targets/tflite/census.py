@@ -17,6 +17,7 @@ import numpy as np
 
 from edgekit.errors import UserInputError, first_line
 from edgekit.targets.census import Census, CensusOp
+from edgekit.targets.manifest import Manifest
 from edgekit.targets.session import TensorSpec
 
 INTEGER = ("int8", "uint8", "int16", "int4")
@@ -30,7 +31,9 @@ WEIGHT_INPUT = {"CONV_2D": 1, "DEPTHWISE_CONV_2D": 1, "CONV_3D": 1, "FULLY_CONNE
                 "TRANSPOSE_CONV": 1, "BATCH_MATMUL": 1}  # fmt: skip
 
 
-def census(path: Path) -> Census:
+def census(path: Path, manifest: Manifest | None = None) -> Census:
+    """Every op of the file as XNNPACK places it; the manifest adds nothing a .tflite does not
+    keep (its tensors carry the module paths)."""
     from edgekit.targets.tflite.session import delegated_nodes, make_interpreter
 
     graph = _Graph.read(Path(path))
