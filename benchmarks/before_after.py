@@ -24,10 +24,10 @@ from common import ARTIFACTS, DATA, HERE, artifacts, header, write_json, write_m
 
 from edgekit.devices import get_device
 from edgekit.measure.bench import measure
-from edgekit.worker.latency import LatencyRecord, NoiseGuard, Protocol
+from edgekit.worker.latency import LatencyProtocol, LatencyRecord, NoiseGuard
 from edgekit.worker.parent import WorkerTimer, child_env
 
-PROTOCOL = Protocol(warmup=10, min_runs=50, min_seconds=1.0, rounds=12, block_seconds=0.1)
+PROTOCOL = LatencyProtocol(warmup=10, min_runs=50, min_seconds=1.0, rounds=12, block_seconds=0.1)
 GUARD = NoiseGuard(threshold=0.15, retries=1, settle_max_s=60.0)
 ROOT = HERE.parent
 

@@ -14,11 +14,11 @@ from common import HERE, artifacts, busy_core, header, write_json, write_markdow
 
 from edgekit.measure.bench import bench_artifact
 from edgekit.measure.gates import latency_regression
-from edgekit.worker.latency import NoiseGuard, Protocol
+from edgekit.worker.latency import LatencyProtocol, NoiseGuard
 
 THRESHOLD = 10.0  # percent
 SLOWER = 0.15
-PROTOCOL = Protocol(warmup=10, min_runs=50, min_seconds=1.0, rounds=15, block_seconds=0.1)
+PROTOCOL = LatencyProtocol(warmup=10, min_runs=50, min_seconds=1.0, rounds=15, block_seconds=0.1)
 GUARD = NoiseGuard(enabled=False)  # the gate must hold without waiting for a quiet machine
 
 

@@ -25,9 +25,9 @@ from edgekit.devices import get_device
 from edgekit.measure.bench import baseline_timer, measure
 from edgekit.measure.peak import MachinePeaks, arithmetic_of, shares_of
 from edgekit.report.peaks import peak_of, peak_source, peaks_text, percent
-from edgekit.worker.latency import Block, BlockTimer, LatencyRecord, NoiseGuard, Protocol
+from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol, LatencyRecord, NoiseGuard
 
-PROTOCOL = Protocol(
+PROTOCOL = LatencyProtocol(
     warmup=10,
     min_runs=50,
     min_seconds=1.0,
@@ -36,7 +36,9 @@ PROTOCOL = Protocol(
     sessions=4,
     budget_s=180.0,
 )
-TOOL_PROTOCOL = Protocol(warmup=5, min_runs=50, min_seconds=1.0, rounds=8, block_seconds=0.15)
+TOOL_PROTOCOL = LatencyProtocol(
+    warmup=5, min_runs=50, min_seconds=1.0, rounds=8, block_seconds=0.15
+)
 GUARD = NoiseGuard(threshold=0.15, retries=1, settle_max_s=60.0)
 TOOL_MODELS = ("mobilenet_v2", "resnet50")  # the tool rounds to 0.01 ms: too coarse below 1 ms
 
@@ -76,7 +78,7 @@ class ToolTimer(BlockTimer):
         return Block(None, latency["avg_ms"], latency["median_ms"])
 
 
-def pool(model: str, threads: int, log, protocol: Protocol = PROTOCOL) -> dict:
+def pool(model: str, threads: int, log, protocol: LatencyProtocol = PROTOCOL) -> dict:
     """Every artifact of ``model`` and the torch eager baseline, interleaved."""
     made, source, dataset = artifacts(model, log)
     device = get_device("cpu")
@@ -201,7 +203,11 @@ def raise_peaks(results: dict, peaks: MachinePeaks) -> None:
 
 
 def run(
-    models: list[str], threads: list[int], tool: bool, log=print, protocol: Protocol = PROTOCOL
+    models: list[str],
+    threads: list[int],
+    tool: bool,
+    log=print,
+    protocol: LatencyProtocol = PROTOCOL,
 ) -> dict:
     results = {
         "machine": machine(),
@@ -246,7 +252,7 @@ def _ci(value: float | None, ci: list | None) -> str:
 
 
 def markdown(results: dict) -> list[str]:
-    protocol = Protocol(**{**PROTOCOL.to_dict(), **results.get("protocol", {})})
+    protocol = LatencyProtocol(**{**PROTOCOL.to_dict(), **results.get("protocol", {})})
     spread = (
         f", {protocol.session_gap_s:.0f} s apart (the sessions span the machine's drift over "
         "minutes)"

@@ -23,7 +23,7 @@ from common import HERE, artifacts, header, write_json, write_markdown
 
 from edgekit.analysis.profile import profile_artifacts
 from edgekit.measure.bench import bench_artifacts
-from edgekit.worker.latency import NoiseGuard, Protocol
+from edgekit.worker.latency import LatencyProtocol, NoiseGuard
 
 SUM_TARGET = 0.10
 COST_TARGET = 3.0
@@ -56,7 +56,7 @@ def measure(model: str, log) -> dict:
             chosen,
             device="cpu",
             threads=1,
-            protocol=Protocol(rounds=10),
+            protocol=LatencyProtocol(rounds=10),
             guard=NoiseGuard(enabled=False),
             baseline=False,
         )

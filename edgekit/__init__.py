@@ -1,5 +1,6 @@
 """edgekit: export an image classifier to TFLite, ExecuTorch and ONNX, quantize it, and measure
-latency and accuracy of every artifact against the server baseline.
+latency and accuracy of every artifact against the baseline: the source model in its own
+framework, on the host's CPU (or a CUDA GPU through the server-cuda device).
 
 The public API is imported lazily (each part pulls heavy runtimes)::
 

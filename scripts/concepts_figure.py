@@ -21,11 +21,11 @@ from edgekit.common.stats import paired_ratio
 from edgekit.measure.interleave import interleave
 from edgekit.measure.simulated import simulated_pool
 from edgekit.report.style import plain_log_ticks, save_figure
-from edgekit.worker.latency import NoiseGuard, Protocol
+from edgekit.worker.latency import LatencyProtocol, NoiseGuard
 
 TRUE_MS = [1.0, 1.0, 1.12, 1.3]
 LABELS = ["a (1.00)", "b (1.00)", "c (1.12)", "d (1.30)"]
-PLAN = Protocol(warmup=0, min_runs=1, min_seconds=0.0, rounds=12, block_seconds=0.001,
+PLAN = LatencyProtocol(warmup=0, min_runs=1, min_seconds=0.0, rounds=12, block_seconds=0.001,
                 sessions=4, precision=None)  # fmt: skip
 OUT = Path(__file__).resolve().parent.parent / "docs" / "assets" / "two-levels.png"
 

@@ -2,9 +2,43 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from edgekit.targets import TARGET_MODULES, remove_target, target_names
 from edgekit.targets.base import ExportRequest, Manifest
+
+PLUGINS = Path(__file__).parent / "plugins"
+PLUGIN_TARGET = "torchscript_target"  # a fourth target, as a user's plugin defines one
+
+
+@contextmanager
+def plugin_target_registered(monkeypatch=None) -> Iterator[None]:
+    """tests/plugins/torchscript_target.py registered, as EDGEKIT_PLUGINS would, and
+    unregistered after, so the worker's other tests see the built-in targets only. Given
+    ``monkeypatch``, the child processes a measurement starts load it too."""
+    before = set(TARGET_MODULES)
+    if monkeypatch is not None:
+        monkeypatch.setenv("EDGEKIT_PLUGINS", PLUGIN_TARGET)
+        monkeypatch.setenv("PYTHONPATH", str(PLUGINS))
+    sys.path.insert(0, str(PLUGINS))
+    try:
+        importlib.import_module(PLUGIN_TARGET)
+        yield
+    finally:
+        sys.path.remove(str(PLUGINS))
+        sys.modules.pop(PLUGIN_TARGET, None)
+        for name in set(TARGET_MODULES) - before:
+            remove_target(name)
+
+
+def registered_targets() -> list[str]:
+    """Every target of the registry, the plugin's included: what contract tests run over."""
+    with plugin_target_registered():
+        return target_names()
 
 
 def export_raw(target, source, recipe: str, directory: Path, calibration=None, **options):

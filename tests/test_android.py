@@ -18,7 +18,7 @@ from edgekit.devices.android_memory import RunnerMemory, parse_meminfo, parse_pi
 from edgekit.targets.executorch.android import parse as parse_executor_runner
 from edgekit.targets.onnx.android import parse as parse_ort_perf_test
 from edgekit.targets.tflite.android import parse as parse_benchmark_model
-from edgekit.worker.latency import Protocol
+from edgekit.worker.latency import LatencyProtocol
 
 # no timing mark: the phone is a stand-in whose latency is recorded, so every measurement here
 # turns the noise guard off and runs beside other tests
@@ -326,7 +326,7 @@ def test_a_block_is_one_run_of_the_runner(stand_in_adb, export_digits):
     from edgekit.artifacts.artifact import load_artifact
 
     artifact = load_artifact(export_digits("tflite", "int8").path)
-    timer = get_device("android").timer(artifact, 1, None, Protocol(), 60)
+    timer = get_device("android").timer(artifact, 1, None, LatencyProtocol(), 60)
     try:
         block = timer.block(25)
     finally:

@@ -32,7 +32,7 @@ from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
 from edgekit.measure.accuracy import evaluate_artifact
 from edgekit.measure.bench import bench_artifact
 from edgekit.measure.gates import device_vs_host_gate
-from edgekit.worker.latency import NoiseGuard, Protocol
+from edgekit.worker.latency import LatencyProtocol, NoiseGuard
 
 SAMPLES = 100
 QEMU_10 = "qemu-aarch64 version 10.0.2 (Debian 1:10.0.2+ds-1~bpo12+1)\nCopyright (c) 2003-2025"
@@ -112,8 +112,9 @@ def test_old_qemu_is_refused_at_run_time(tmp_path, monkeypatch):
         load_device()
 
 
-QUICK = Protocol(warmup=2, min_runs=10, min_seconds=0.1, max_seconds=10, rounds=3, sessions=1,
-                 precision=None)  # fmt: skip
+QUICK = LatencyProtocol(
+    warmup=2, min_runs=10, min_seconds=0.1, max_seconds=10, rounds=3, sessions=1, precision=None
+)
 NO_GUARD = NoiseGuard(enabled=False)  # these tests are about failures, not about a quiet machine
 
 

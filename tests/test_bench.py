@@ -18,13 +18,13 @@ from edgekit.common.stats import LevelFit, level_ratio
 from edgekit.devices import get_device
 from edgekit.measure.bench import bench_artifact, bench_artifacts
 from edgekit.measure.gates import latency_regression
-from edgekit.worker.latency import NoiseGuard, Protocol
+from edgekit.worker.latency import LatencyProtocol, NoiseGuard
 
 # What measures with the noise guard on, keeps a core busy on purpose or decides on a latency
 # is marked `timing` and runs alone; the rest checks the protocol's plumbing with the guard
 # off and asserts no speed, so it runs beside other tests.
 
-QUICK = Protocol(warmup=2, min_runs=20, min_seconds=0.2, rounds=6, block_seconds=0.05,
+QUICK = LatencyProtocol(warmup=2, min_runs=20, min_seconds=0.2, rounds=6, block_seconds=0.05,
                  sessions=1, precision=None)  # fmt: skip
 NO_GUARD = NoiseGuard(enabled=False)
 

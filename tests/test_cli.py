@@ -150,13 +150,13 @@ def test_accuracy_aware_export_on_the_default(capsys, tmp_path, monkeypatch):
 
     # the steps' latency timed without the noise guard: this test is about the drop, and it runs
     # beside other tests
-    guards, measure = [], bench.measure
+    guards, measure = [], bench.measure_interleaved
 
     def recording(timers, records, protocol, guard, *rest, **options):
         guards.append(guard)
         return measure(timers, records, protocol, guard, *rest, **options)
 
-    monkeypatch.setattr(bench, "measure", recording)
+    monkeypatch.setattr(bench, "measure_interleaved", recording)
     result = run_cli(capsys, "export", "--target", "onnx", "--int8", "--max-drop", "1",
                      "--no-noise-guard", "-o", str(tmp_path))  # fmt: skip
     assert result.code == 0, result.err

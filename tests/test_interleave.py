@@ -13,11 +13,18 @@ import pytest
 from edgekit.common.stats import paired_ratio
 from edgekit.errors import UserInputError
 from edgekit.measure.interleave import Interleaved, interleave
-from edgekit.worker.latency import Block, BlockTimer, NoiseGuard, Protocol, check_session_gap
+from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol, NoiseGuard, check_session_gap
 
-PLAN = Protocol(warmup=0, min_runs=1, min_seconds=0.0, rounds=10, block_seconds=0.001, sessions=1,
-                precision=None)  # fmt: skip
-IN_SESSIONS = Protocol(
+PLAN = LatencyProtocol(
+    warmup=0,
+    min_runs=1,
+    min_seconds=0.0,
+    rounds=10,
+    block_seconds=0.001,
+    sessions=1,
+    precision=None,
+)
+IN_SESSIONS = LatencyProtocol(
     warmup=0, min_runs=1, min_seconds=0.0, rounds=9, block_seconds=0.001, sessions=3,
     precision=None,
 )  # fmt: skip
@@ -171,18 +178,24 @@ def test_blocks_last_block_seconds_and_rounds_cover_min_runs_and_min_seconds():
     from edgekit.measure.interleave import block_sizes
 
     timers: list[BlockTimer] = [Fixed("slow", 2.0), Fixed("fast", 0.5)]
-    plan = Protocol(rounds=3, block_seconds=0.1, max_runs=150, min_runs=1001, min_seconds=0.0,
-                    max_seconds=1000.0)  # fmt: skip
+    plan = LatencyProtocol(
+        rounds=3,
+        block_seconds=0.1,
+        max_runs=150,
+        min_runs=1001,
+        min_seconds=0.0,
+        max_seconds=1000.0,
+    )
     # 100 ms blocks: 50 runs of 2 ms; 200 runs of 0.5 ms, capped at max_runs
     assert block_sizes(timers, plan) == ([50, 150], 21)  # 1001 runs / 50 a block, rounded up
     longer = replace(plan, min_runs=1, min_seconds=3.1)
     assert block_sizes(timers, longer) == ([50, 150], 42)  # 3.1 s / the 75 ms block, rounded up
     capped = replace(longer, max_seconds=1.9999)
     assert block_sizes(timers, capped) == ([50, 150], 19)  # 1.9999 s / the 100 ms block, down
-    one_second = Protocol(rounds=3, block_seconds=1.0, min_runs=1, min_seconds=0.0)
+    one_second = LatencyProtocol(rounds=3, block_seconds=1.0, min_runs=1, min_seconds=0.0)
     assert block_sizes([Fixed("quick", 0.4)], one_second)[0] == [2500]  # 1 s of 0.4 ms
     # one run a block: a second holds 2500 blocks of 0.4 ms (1000 // 0.4 is 2499 in floats)
-    single = Protocol(rounds=3, block_seconds=0.0001, min_runs=10**6, max_seconds=1.0)
+    single = LatencyProtocol(rounds=3, block_seconds=0.0001, min_runs=10**6, max_seconds=1.0)
     assert block_sizes([Fixed("quick", 0.4)], single) == ([1], 2500)
     tiny = replace(longer, max_seconds=0.01)
     assert block_sizes(timers, tiny)[1] == 3  # never fewer than the clean rounds a ratio needs
@@ -291,7 +304,9 @@ def test_min_seconds_rounds_up_from_the_exact_block_count():
     from edgekit.measure.interleave import block_sizes
 
     ten_ms: list[BlockTimer] = [Fixed("a", 10.0)]
-    plan = Protocol(rounds=3, block_seconds=0.01, min_runs=1, min_seconds=0.5, max_seconds=100.0)
+    plan = LatencyProtocol(
+        rounds=3, block_seconds=0.01, min_runs=1, min_seconds=0.5, max_seconds=100.0
+    )
     assert block_sizes(ten_ms, plan) == ([1], 50)  # 500 ms of 10 ms blocks, exactly
     assert block_sizes(ten_ms, replace(plan, min_seconds=0.5002))[1] == 51  # a bit more: one up
 

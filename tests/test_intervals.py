@@ -21,17 +21,17 @@ from edgekit.measure.interleave import (
     session_plan,
 )
 from edgekit.measure.simulated import SimulatedMachine, SimulatedSide, simulated_pool
-from edgekit.worker.latency import BlockTimer, NoiseGuard, Protocol
+from edgekit.worker.latency import BlockTimer, LatencyProtocol, NoiseGuard
 
 QUIET = NoiseGuard(enabled=False)
 # three sessions of three rounds, no stopping rule: the intervals of a fixed design
-FIXED = Protocol(warmup=0, min_runs=1, min_seconds=0.0, rounds=9, block_seconds=0.001,
+FIXED = LatencyProtocol(warmup=0, min_runs=1, min_seconds=0.0, rounds=9, block_seconds=0.001,
                  sessions=3, precision=None)  # fmt: skip
 EXPERIMENTS = 1000
 
 
 def experiment(seed: int, true_ms: list[float], session_sd: float = 0.03,
-               round_sd: float = 0.01, protocol: Protocol = FIXED, **kw):  # fmt: skip
+               round_sd: float = 0.01, protocol: LatencyProtocol = FIXED, **kw):  # fmt: skip
     sides, machine = simulated_pool(seed, true_ms, session_sd, round_sd)
     return interleave(sides, protocol, QUIET, clock=machine.clock, **kw)
 

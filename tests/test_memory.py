@@ -8,6 +8,7 @@ import json
 
 import pytest
 from cli_helpers import run_cli
+from target_helpers import plugin_target_registered, registered_targets
 
 from edgekit.measure.memory import LEAK_FLOOR_KB_PER_1K, leak_slope
 from edgekit.worker.latency import LatencyRecord
@@ -65,13 +66,16 @@ def test_a_session_that_keeps_every_output_is_caught_as_a_leak(capsys, export_di
     assert any(w.startswith("memory grew ") and "a leak" in w for w in record["warnings"])
 
 
-@pytest.mark.parametrize("target", ["tflite", "executorch", "onnx"])
-def test_a_real_session_over_10000_invokes_is_not_flagged(export_digits, target):
+@pytest.mark.parametrize("target", registered_targets())  # the plugin's too
+def test_a_real_session_over_10000_invokes_is_not_flagged(export_digits, target, monkeypatch):
     from edgekit.devices import get_device
     from edgekit.measure.memory import measure_memory
 
-    memory = measure_memory(export_digits(target, "fp32"), get_device("cpu"), seconds=60.0,
-                            invokes=10_000)  # fmt: skip
+    with plugin_target_registered(monkeypatch):
+        # the count ends it, not the clock: the cap only guards against a hang (torch.jit's
+        # 10,000 invokes took 62 s on a 2-core AMD EPYC VM, the built-in targets' a few)
+        memory = measure_memory(export_digits(target, "fp32"), get_device("cpu"), seconds=600.0,
+                                invokes=10_000)  # fmt: skip
     assert memory.status == "ok" and memory.invokes >= 10_000, memory.error
     assert not memory.leak, (memory.leak_kb_per_1k, memory.leak_interval)
     assert memory.retained_mb is not None and memory.floor_mb > 10

@@ -44,3 +44,11 @@ def test_the_export_package_still_gives_the_old_modules_functions_under_a_warnin
 def test_a_name_that_never_was_a_module_is_not_found():
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("edgekit.no_such_module")
+
+
+def test_the_timing_plan_under_its_old_name_is_latency_protocol_under_a_warning():
+    from edgekit.worker.latency import LatencyProtocol
+
+    with pytest.warns(MovedPathWarning, match="now LatencyProtocol"):
+        from edgekit.worker.latency import Protocol
+    assert Protocol is LatencyProtocol

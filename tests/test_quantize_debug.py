@@ -96,7 +96,7 @@ def test_crosscheck_on_each_targets_own_quantizer(report, damaged, calibration_x
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_max_drop_keeps_the_damaged_tensor_float(report, damaged, damaged_data, target, tmp_path):
-    from edgekit.worker.latency import NoiseGuard, Protocol
+    from edgekit.worker.latency import LatencyProtocol, NoiseGuard
 
     result = export_accuracy_aware(
         damaged,
@@ -107,7 +107,7 @@ def test_max_drop_keeps_the_damaged_tensor_float(report, damaged, damaged_data, 
         calibration_samples=CALIBRATION,
         validation_samples=50,  # each export's own check; the drop is measured on all of them
         ranking=report.ranking(),
-        bench_protocol=Protocol(
+        bench_protocol=LatencyProtocol(
             warmup=2,
             min_runs=5,
             min_seconds=0.0,

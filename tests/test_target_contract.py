@@ -6,16 +6,11 @@ of ``edgekit.targets.base.ROLES``, never with an AttributeError or a half answer
 
 from __future__ import annotations
 
-import importlib
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-
 import numpy as np
 import pytest
+from target_helpers import plugin_target_registered, registered_targets
 
-from edgekit.targets import TARGET_MODULES, get_target, remove_target, target_names
+from edgekit.targets import get_target, target_names
 from edgekit.targets.base import (
     ROLES,
     Census,
@@ -26,33 +21,13 @@ from edgekit.targets.base import (
 )
 from edgekit.targets.census import COMPUTE_DTYPES, KINDS
 
-PLUGINS = Path(__file__).parent / "plugins"
-
-
-@contextmanager
-def plugin_registered() -> Iterator[None]:
-    """tests/plugins/torchscript_target.py registered, as EDGEKIT_PLUGINS would, and
-    unregistered after (the other tests of this worker see the three built-in targets)."""
-    before = set(TARGET_MODULES)
-    sys.path.insert(0, str(PLUGINS))
-    try:
-        importlib.import_module("torchscript_target")
-        yield
-    finally:
-        sys.path.remove(str(PLUGINS))
-        sys.modules.pop("torchscript_target", None)
-        for name in set(TARGET_MODULES) - before:
-            remove_target(name)
-
-
-with plugin_registered():
-    TARGETS = target_names()
+TARGETS = registered_targets()
 
 
 @pytest.fixture
 def exported(request, export_digits):
     """The target's fp32 export of the built-in classifier, with the plugin registered."""
-    with plugin_registered():
+    with plugin_target_registered():
         yield get_target(request.param), export_digits(request.param, "fp32")
 
 
@@ -126,7 +101,7 @@ def test_each_role_answers_with_its_type_or_is_refused_in_its_words(exported):
 
 @pytest.mark.parametrize("name", TARGETS)
 def test_a_declared_role_is_a_function_of_its_module(name):
-    with plugin_registered():
+    with plugin_target_registered():
         target = get_target(name)
         assert set(target.roles) <= set(ROLES)
         for role in target.roles:  # imported without running it: a typo in a module fails here

@@ -10,9 +10,9 @@ import pytest
 from edgekit.errors import EdgekitError
 from edgekit.targets.knobs import Knob
 from edgekit.tune.search import search, stages, verdict
-from edgekit.worker.latency import Block, BlockTimer, NoiseGuard, Protocol
+from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol, NoiseGuard
 
-PLAN = Protocol(warmup=0, min_runs=1, min_seconds=0.0, rounds=12, block_seconds=0.001)
+PLAN = LatencyProtocol(warmup=0, min_runs=1, min_seconds=0.0, rounds=12, block_seconds=0.001)
 QUIET = NoiseGuard(enabled=False)
 MODE = Knob("mode", ("plain", "fancy"), "a knob that changes nothing")
 LEVEL = Knob("level", (1, 2, 3), "level 3 is 20 % faster")
@@ -382,9 +382,9 @@ def test_the_p50_interval_covers_each_session_and_widens_with_the_drift_between_
 def test_final_runs_in_sessions_of_at_least_two_rounds():
     from edgekit.tune.search import FINAL_SESSIONS, final_protocol
 
-    final = final_protocol(Protocol(rounds=4))
+    final = final_protocol(LatencyProtocol(rounds=4))
     assert final.sessions == FINAL_SESSIONS and final.rounds == 2 * FINAL_SESSIONS
-    assert final_protocol(Protocol(rounds=12)).rounds == 12
+    assert final_protocol(LatencyProtocol(rounds=12)).rounds == 12
 
 
 def test_a_p50_interval_when_the_clean_rounds_all_fell_in_one_session():

@@ -22,7 +22,7 @@ from edgekit.errors import EdgekitError
 from edgekit.targets import get_target
 from edgekit.targets.census import Census
 from edgekit.targets.profiling import DATA_GROUP, QUANT_GROUP, OpTimes, Placed, family, place
-from edgekit.worker.latency import NoiseGuard, Protocol
+from edgekit.worker.latency import LatencyProtocol, NoiseGuard
 
 TOP_OPS = 5
 
@@ -86,7 +86,7 @@ def profile_artifacts(
     threads: int = 1,
     runs: int = 50,
     warmup: int = 10,
-    protocol: Protocol | None = None,
+    protocol: LatencyProtocol | None = None,
     progress: Any = None,
     timed: dict[str, Any] | None = None,
 ) -> list[ArtifactProfile]:
@@ -106,7 +106,7 @@ def profile_artifacts(
             loaded,
             device=DEFAULT_DEVICE,
             threads=threads,
-            protocol=protocol or Protocol(rounds=10, precision=None),
+            protocol=protocol or LatencyProtocol(rounds=10, precision=None),
             guard=NoiseGuard(enabled=False),
             baseline=False,
         )

@@ -125,17 +125,23 @@ def bench(
 ) -> None:
     """Latency of artifacts on a device, interleaved with each other and the baseline."""
     from edgekit.measure.bench import bench_artifacts
-    from edgekit.worker.latency import NoiseGuard, Protocol, check_session_gap
+    from edgekit.worker.latency import LatencyProtocol, NoiseGuard, check_session_gap
 
     if not artifacts:
         raise UserInputError("bench: give one or more artifacts")
     if sessions < 1:
         raise UserInputError(f"bench: --sessions must be >= 1, got {sessions}")
     check_session_gap(session_gap, sessions)
-    protocol = Protocol(warmup=warmup, min_runs=min_runs, min_seconds=min_seconds, rounds=rounds,
-                        sessions=sessions, session_gap_s=session_gap,
-                        precision=parse_precision(precision),
-                        budget_s=check_budget(budget_s))  # fmt: skip
+    protocol = LatencyProtocol(
+        warmup=warmup,
+        min_runs=min_runs,
+        min_seconds=min_seconds,
+        rounds=rounds,
+        sessions=sessions,
+        session_gap_s=session_gap,
+        precision=parse_precision(precision),
+        budget_s=check_budget(budget_s),
+    )
     guard = NoiseGuard(enabled=noise_guard)
     where = resolve_device(device, serial, cpu, xnnpack)
     loaded = with_runtime_options(resolve_artifacts(artifacts, foreign), runtime_options,
@@ -291,7 +297,7 @@ def check(
         prediction_gates,
         run_prediction_gates,
     )
-    from edgekit.worker.latency import Protocol
+    from edgekit.worker.latency import LatencyProtocol
 
     if not paths:
         raise UserInputError("check: give one or more artifacts, or a run directory")
@@ -312,7 +318,7 @@ def check(
             "--max-arm-x86-diff, --max-peak-mb, --max-size-kb, --max-leak-kb-per-1k, "
             "--max-memory-regression)"
         )
-    protocol = Protocol(rounds=rounds, precision=parse_precision(precision),
+    protocol = LatencyProtocol(rounds=rounds, precision=parse_precision(precision),
                         budget_s=check_budget(budget_s))  # fmt: skip
     results = []
     if len(paths) == 1 and paths[0].is_dir():

@@ -35,7 +35,7 @@ def profile(
     """Time of each layer of each artifact, named by the source's module paths, with the
     runtime's own profiler; the whole-model p50 interleaved; why int8/fp16 (does not) pay."""
     from edgekit.analysis.profile import profile_artifacts
-    from edgekit.worker.latency import Protocol
+    from edgekit.worker.latency import LatencyProtocol
 
     if not artifacts:
         raise UserInputError("profile: give one or more artifacts")
@@ -43,7 +43,7 @@ def profile(
         raise UserInputError("profile: --runs and --threads must be >= 1, --rounds >= 2")
     profiles = profile_artifacts(
         resolve_artifacts(artifacts, foreign), threads, runs,
-        protocol=Protocol(rounds=rounds, precision=None),  # the layers, not a decision
+        protocol=LatencyProtocol(rounds=rounds, precision=None),  # the layers, not a decision
         progress=None if as_json else lambda m: err_console.log(m),
     )  # fmt: skip
     if plot is not None:

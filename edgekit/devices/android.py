@@ -20,7 +20,7 @@ from edgekit.devices.android_memory import RunnerMemory
 from edgekit.devices.base import Device, DeviceTraits
 from edgekit.errors import DeviceUnavailable
 from edgekit.targets import get_target
-from edgekit.worker.latency import Block, BlockTimer, Protocol
+from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol
 
 ADB_TIMEOUT_S = 30
 REMOTE_DIR = "/data/local/tmp/edgekit"
@@ -267,7 +267,7 @@ class AndroidDevice(Device):
         artifact: Any,
         threads: int,
         sample: np.ndarray | None,
-        protocol: Protocol,
+        protocol: LatencyProtocol,
         timeout_s: float,
     ) -> BlockTimer:
         return RunnerTimer(artifact, self.settings.get("serial"), threads, gpu=False)

@@ -1,9 +1,10 @@
 """The device protocol: what a device can do and what its figures mean.
 
 A device plugin imports this one module: the base class and its traits, the registry's two
-calls (``add_device``, ``register``), ``Accelerator``, the timing contract (``Protocol``, ``Block``,
-``BlockTimer``) and the host worker (``artifact_timer``, ``WorkerTimer``, ``predict_in_child``)
-for a device that runs artifacts on this machine (``tests/plugins/nice_cpu_device.py``)."""
+calls (``add_device``, ``register``), ``Accelerator``, the timing contract
+(``LatencyProtocol``, ``Block``, ``BlockTimer``) and the host worker (``artifact_timer``,
+``WorkerTimer``, ``predict_in_child``) for a device that runs artifacts on this machine
+(``tests/plugins/nice_cpu_device.py``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import numpy as np
 from edgekit.devices import add_device, register
 from edgekit.errors import UserInputError
 from edgekit.targets.session import Accelerator
-from edgekit.worker.latency import Block, BlockTimer, Protocol
+from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol
 from edgekit.worker.parent import WorkerTimer, artifact_timer, predict_in_child
 
 __all__ = [
@@ -25,7 +26,7 @@ __all__ = [
     "BlockTimer",
     "Device",
     "DeviceTraits",
-    "Protocol",
+    "LatencyProtocol",
     "WorkerTimer",
     "add_device",
     "artifact_timer",
@@ -87,7 +88,7 @@ class Device:
         artifact: Any,
         threads: int,
         sample: np.ndarray | None,
-        protocol: Protocol,
+        protocol: LatencyProtocol,
         timeout_s: float,
     ) -> BlockTimer:
         """A loaded, warmed-up latency source for the interleaver."""

@@ -17,7 +17,7 @@ from edgekit.devices import register
 from edgekit.devices.base import Device, DeviceTraits
 from edgekit.targets import get_target
 from edgekit.targets.session import Accelerator
-from edgekit.worker.latency import BlockTimer, Protocol
+from edgekit.worker.latency import BlockTimer, LatencyProtocol
 from edgekit.worker.parent import artifact_timer, predict_in_child
 
 SOFTWARE_VULKAN = "software Vulkan, not a GPU speed"
@@ -63,7 +63,7 @@ class HostDevice(Device):
         artifact: Any,
         threads: int,
         sample: np.ndarray | None,
-        protocol: Protocol,
+        protocol: LatencyProtocol,
         timeout_s: float,
         synthetic_delay_ms: float | None = None,
     ) -> BlockTimer:

@@ -30,12 +30,12 @@ from edgekit.errors import ExportRejected, UserInputError
 from edgekit.measure.accuracy import compare_on_labels
 from edgekit.sources.data import Dataset, Split
 from edgekit.sources.source import SourceModel
-from edgekit.worker.latency import NoiseGuard, Protocol
+from edgekit.worker.latency import LatencyProtocol, NoiseGuard
 
 DEFAULT_MAX_STEPS = 4
 STEPS_DIR = ".accuracy-aware"
 # two sessions of a fixed plan: the steps' ratios are advice beside the drop, not a decision
-STEP_PROTOCOL = Protocol(warmup=5, min_runs=30, min_seconds=0.3, max_seconds=10.0, rounds=8,
+STEP_PROTOCOL = LatencyProtocol(warmup=5, min_runs=30, min_seconds=0.3, max_seconds=10.0, rounds=8,
                          sessions=2, precision=None)  # fmt: skip
 
 
@@ -90,7 +90,7 @@ def export_accuracy_aware(
     bench: bool = True,
     validation_samples: int = 200,
     point_estimate: bool = False,
-    bench_protocol: Protocol | None = None,
+    bench_protocol: LatencyProtocol | None = None,
     bench_guard: NoiseGuard | None = None,
 ) -> AccuracyAwareResult:
     """int8 for ``target`` within ``max_drop`` top-1 points of ``source``, if ``max_steps``
@@ -240,11 +240,11 @@ def _bench_steps(
     steps: list[Step],
     artifacts: list[Artifact],
     split: Split,
-    protocol: Protocol | None,
+    protocol: LatencyProtocol | None,
     guard: NoiseGuard | None,
 ) -> None:
     """Every step's artifact, interleaved: the cost of each float island against step 0."""
-    from edgekit.measure.bench import measure
+    from edgekit.measure.bench import measure_interleaved
     from edgekit.worker.latency import LatencyRecord
 
     device = get_device(DEFAULT_DEVICE)
@@ -253,7 +253,7 @@ def _bench_steps(
     timers = [device.timer(a, 1, split.x[:1], protocol, 120.0) for a in artifacts]
     records = [LatencyRecord.for_artifact(a, device.name, 1) for a in artifacts]
     try:
-        result = measure(timers, records, protocol, guard)
+        result = measure_interleaved(timers, records, protocol, guard)
     finally:
         for timer in timers:
             timer.close()

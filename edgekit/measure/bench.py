@@ -19,7 +19,7 @@ from edgekit.devices import DEFAULT_DEVICE, as_device, get_device
 from edgekit.errors import EdgekitError
 from edgekit.measure.interleave import Interleaved, interleave
 from edgekit.targets import runtime_versions
-from edgekit.worker.latency import BlockTimer, LatencyRecord, NoiseGuard, Protocol
+from edgekit.worker.latency import BlockTimer, LatencyProtocol, LatencyRecord, NoiseGuard
 from edgekit.worker.parent import WorkerTimer
 
 BASELINE_LABEL = "baseline/fp32"
@@ -29,7 +29,7 @@ def baseline_timer(
     source: dict[str, Any],
     threads: int,
     sample: np.ndarray | None,
-    protocol: Protocol,
+    protocol: LatencyProtocol,
     timeout_s: float = 600.0,
     cuda: bool = True,
 ) -> BlockTimer:
@@ -75,10 +75,10 @@ def baseline_record(timer: BlockTimer | None, threads: int, model: str | None) -
     return record
 
 
-def measure(
+def measure_interleaved(
     timers: list[BlockTimer],
     records: list[LatencyRecord],
-    protocol: Protocol,
+    protocol: LatencyProtocol,
     guard: NoiseGuard,
     progress: Callable[[str], None] | None = None,
     decided: Callable[[Interleaved], bool] | None = None,
@@ -126,7 +126,7 @@ def bench_artifacts(
     *,
     device: str | Any = DEFAULT_DEVICE,
     threads: int = 1,
-    protocol: Protocol | None = None,
+    protocol: LatencyProtocol | None = None,
     guard: NoiseGuard | None = None,
     sample: np.ndarray | None = None,
     baseline: bool = True,
@@ -138,7 +138,7 @@ def bench_artifacts(
     over its baseline, with ``speedup_ci``, and every record carries its level in the pool's
     two-level fit (``latency_fit``), from which any two of them compare. Returns the artifacts'
     records, then the baselines'."""
-    protocol, guard = protocol or Protocol(), guard or NoiseGuard()
+    protocol, guard = protocol or LatencyProtocol(), guard or NoiseGuard()
     where = as_device(device)
     loaded = [as_artifact(a) for a in artifacts]
     records = [LatencyRecord.for_artifact(a, where.name, threads) for a in loaded]
@@ -162,7 +162,9 @@ def bench_artifacts(
                 timers.append(timer)
                 timed.append(record)
         if timers:
-            result = measure(timers, timed, protocol, guard, progress, None, decision_pairs(timed))
+            result = measure_interleaved(
+                timers, timed, protocol, guard, progress, None, decision_pairs(timed)
+            )
             _speedups(result, timed, baselines, loaded, records)
     finally:
         for timer in timers:
@@ -198,7 +200,7 @@ def _baselines(
     where: Any,
     threads: int,
     sample: np.ndarray | None,
-    protocol: Protocol,
+    protocol: LatencyProtocol,
     timeout_s: float,
     wanted: bool,
 ) -> dict[str, tuple[BlockTimer | None, LatencyRecord]]:
@@ -249,7 +251,7 @@ def bench_artifact(
     *,
     device: str | Any = DEFAULT_DEVICE,
     threads: int = 1,
-    protocol: Protocol | None = None,
+    protocol: LatencyProtocol | None = None,
     guard: NoiseGuard | None = None,
     sample: np.ndarray | None = None,
     timeout_s: float = 600.0,

@@ -17,10 +17,10 @@ from edgekit.common.budget import DropBudget
 from edgekit.devices import DEFAULT_DEVICE, as_device
 from edgekit.errors import UserInputError
 from edgekit.measure.accuracy import AccuracyRecord
-from edgekit.measure.bench import measure
+from edgekit.measure.bench import measure_interleaved
 from edgekit.measure.interleave import Interleaved
 from edgekit.results import Results
-from edgekit.worker.latency import LatencyRecord, NoiseGuard, Protocol
+from edgekit.worker.latency import LatencyProtocol, LatencyRecord, NoiseGuard
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ def latency_regression(
     *,
     device: str | Any = DEFAULT_DEVICE,
     threads: int = 1,
-    protocol: Protocol | None = None,
+    protocol: LatencyProtocol | None = None,
     guard: NoiseGuard | None = None,
     synthetic_delay_ms: float | None = None,
 ) -> GateResult:
@@ -199,7 +199,7 @@ def latency_regression(
     if not where.traits().latency_comparable:
         raise UserInputError(f"--device {where.name}: its latency is not comparable")
     # two sessions at least: a process's own landing is what one session cannot see
-    protocol = protocol or Protocol()
+    protocol = protocol or LatencyProtocol()
     protocol = replace(protocol, sessions=max(protocol.sessions, 2))
     guard = guard or NoiseGuard()
     bound = 1.0 + max_regression_pct / 100.0
@@ -211,7 +211,7 @@ def latency_regression(
             extra = {"synthetic_delay_ms": delay} if delay else {}
             timers.append(where.timer(artifact, threads, None, protocol, 600.0, **extra))
             records.append(LatencyRecord.for_artifact(artifact, where.name, threads))
-        result = measure(timers, records, protocol, guard, None,
+        result = measure_interleaved(timers, records, protocol, guard, None,
                          lambda partial: latency_decided(partial, bound))  # fmt: skip
     finally:
         for timer in timers:
@@ -258,7 +258,7 @@ def run_latency_gates(
     history: Any = None,
     across_machines: bool = False,
     remeasure: bool = True,
-    protocol: Protocol | None = None,
+    protocol: LatencyProtocol | None = None,
 ) -> list[GateResult]:
     """Each artifact row of a run against the same row of an earlier run in the history.
 

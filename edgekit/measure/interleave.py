@@ -39,7 +39,7 @@ from edgekit.common.stats import (
 )
 from edgekit.errors import EdgekitError
 from edgekit.worker.interference import wait_for_quiet
-from edgekit.worker.latency import Block, BlockTimer, NoiseGuard, Protocol
+from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol, NoiseGuard
 
 MIN_CLEAN_ROUNDS = 3
 MIN_ROUNDS_PER_SESSION = 2
@@ -165,7 +165,7 @@ def _median_of(blocks: list[Block]) -> float:
     return float(statistics.median(block.median_ms for block in blocks))
 
 
-def block_sizes(timers: list[BlockTimer], protocol: Protocol) -> tuple[list[int], int]:
+def block_sizes(timers: list[BlockTimer], protocol: LatencyProtocol) -> tuple[list[int], int]:
     """Runs per block for each side (a block lasts about ``block_seconds``) and the number of
     rounds that gives every side ``min_runs`` runs and ``min_seconds`` of timing, within
     ``max_seconds`` per side."""
@@ -207,7 +207,7 @@ def rounds_per_session(fit: TwoLevelFit, session_cost_s: float, round_cost_s: fl
 
 def interleave(
     timers: list[BlockTimer],
-    protocol: Protocol,
+    protocol: LatencyProtocol,
     guard: NoiseGuard,
     progress: Callable[[str], None] | None = None,
     decided: Callable[[Interleaved], bool] | None = None,
@@ -277,7 +277,7 @@ def interleave(
 
 def _stop_reason(
     result: Interleaved,
-    protocol: Protocol,
+    protocol: LatencyProtocol,
     decided: Callable[[Interleaved], bool] | None,
     pairs: Sequence[tuple[int, int]] | None,
 ) -> str | None:

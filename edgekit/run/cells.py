@@ -25,7 +25,7 @@ from edgekit.results import Row
 from edgekit.run.config import RunConfig
 from edgekit.sources.data import Dataset
 from edgekit.sources.source import SourceModel
-from edgekit.worker.latency import LatencyRecord, NoiseGuard, Protocol
+from edgekit.worker.latency import LatencyProtocol, LatencyRecord, NoiseGuard
 
 
 @dataclass
@@ -146,7 +146,7 @@ def _pool_rows(
     exported: list[Artifact],
     source: SourceModel,
     dataset: Dataset,
-    protocol: Protocol,
+    protocol: LatencyProtocol,
     guard: NoiseGuard,
     say: Progress,
 ) -> list[Row]:

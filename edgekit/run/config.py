@@ -12,7 +12,7 @@ from edgekit.common.schema import matches, type_name
 from edgekit.devices import DEFAULT_DEVICES, parse_devices
 from edgekit.errors import UserInputError
 from edgekit.targets import target_names
-from edgekit.worker.latency import Protocol, check_session_gap
+from edgekit.worker.latency import LatencyProtocol, check_session_gap
 
 
 @dataclass
@@ -91,9 +91,9 @@ class RunConfig:
         if self.max_drop < 0 or self.min_seconds < 0 or self.timeout <= 0:
             raise UserInputError("max_drop and min_seconds must be >= 0, timeout > 0")
 
-    def protocol(self) -> Protocol:
+    def protocol(self) -> LatencyProtocol:
         """The latency protocol of this run's device pools."""
-        return Protocol(self.warmup, self.min_runs, self.min_seconds, rounds=self.rounds,
+        return LatencyProtocol(self.warmup, self.min_runs, self.min_seconds, rounds=self.rounds,
                         sessions=self.sessions, session_gap_s=self.session_gap,
                         precision=self.precision, budget_s=self.bench_budget_s)  # fmt: skip
 

@@ -87,7 +87,9 @@ def run_matrix(
                 copy = partial / "artifacts" / model.given.path.name
                 shutil.copy2(model.given.path, copy)
                 model.given = Artifact(copy, model.given.manifest)
-        results = measure(config, models, partial, final.name, created, say, executor)
+        results = measure_models(
+            config, models, partial, run_id=final.name, created=created, say=say, executor=executor
+        )
         write_json_atomic(partial / "results.json", results.to_dict())
         say("report")
         build_report(partial)
@@ -104,10 +106,11 @@ def finish(results: Results, run_dir: Path, history: Path | None, config: RunCon
     return RunResult(run_dir, results, report, advice)
 
 
-def measure(
+def measure_models(
     config: RunConfig,
     models: list[Subject],
     run_dir: Path,
+    *,
     run_id: str,
     created: datetime,
     say: Progress,

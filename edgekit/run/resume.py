@@ -36,7 +36,7 @@ def resume_run(
     history: Path | None = None,
     executor: Executor | None = None,
 ) -> RunResult:
-    from edgekit.run.matrix import finish, measure
+    from edgekit.run.matrix import finish, measure_models
 
     run_dir = Path(run_dir)
     old = load_results(run_dir)
@@ -57,8 +57,16 @@ def resume_run(
             if model.given is not None:
                 model.given = load_artifact(partial / "artifacts" / model.given.path.name)
         redo = _Redo(missing, partial / "artifacts", executor or LocalExecutor())
-        results = measure(config, models, partial, old.run["id"], datetime.now(UTC), say, redo,
-                          keep=kept)  # fmt: skip
+        results = measure_models(
+            config,
+            models,
+            partial,
+            run_id=old.run["id"],
+            created=datetime.now(UTC),
+            say=say,
+            executor=redo,
+            keep=kept,
+        )
         results.run["created"] = old.run["created"]
         results.run["resumed"] = [*old.run.get("resumed", []), datetime.now(UTC).isoformat()]
         results.run["profiles"] = old.run.get("profiles") or results.run["profiles"]

@@ -20,10 +20,12 @@ from edgekit.targets import get_target
 from edgekit.targets.knobs import Knob, defaults
 from edgekit.targets.manifest import Manifest
 from edgekit.tune.search import Tuned, search, stages
-from edgekit.worker.latency import BlockTimer, NoiseGuard, Protocol
+from edgekit.worker.latency import BlockTimer, LatencyProtocol, NoiseGuard
 
 # short rounds: a stage compares a handful of sessions, and the budget is the user's
-TUNE_PROTOCOL = Protocol(warmup=5, min_runs=20, min_seconds=0.3, rounds=8, block_seconds=0.05)
+TUNE_PROTOCOL = LatencyProtocol(
+    warmup=5, min_runs=20, min_seconds=0.3, rounds=8, block_seconds=0.05
+)
 
 
 @dataclass
@@ -66,7 +68,7 @@ def tune_artifacts(
     budget_s: float = 120.0,
     only: list[str] | None = None,
     threads: int | None = None,
-    protocol: Protocol = TUNE_PROTOCOL,
+    protocol: LatencyProtocol = TUNE_PROTOCOL,
     guard: NoiseGuard | None = None,
     timeout_s: float = 120.0,
     write: bool = True,

@@ -25,7 +25,7 @@ from edgekit.common.stats import session_prediction
 from edgekit.errors import EdgekitError
 from edgekit.measure.interleave import Interleaved, interleave
 from edgekit.targets.knobs import Knob
-from edgekit.worker.latency import BlockTimer, NoiseGuard, Protocol
+from edgekit.worker.latency import BlockTimer, LatencyProtocol, NoiseGuard
 
 # the final run's rounds in three sessions: with the start's two sides and the winner, six
 # degrees of freedom for how far a session's p50 moves from another's
@@ -108,7 +108,7 @@ def run_stage(
     knob: Knob,
     incumbent: dict[str, Any],
     open_timer: OpenTimer,
-    protocol: Protocol,
+    protocol: LatencyProtocol,
     guard: NoiseGuard,
 ) -> tuple[dict[str, Any], list[Trial]]:
     """The stage's candidates (the knob's other values) interleaved with ``incumbent``; the
@@ -162,7 +162,7 @@ def search(
     default: dict[str, Any],
     knobs: list[Knob],
     open_timer: OpenTimer,
-    protocol: Protocol,
+    protocol: LatencyProtocol,
     guard: NoiseGuard,
     budget_s: float,
     progress: Callable[[str], None] | None = None,
@@ -199,7 +199,7 @@ def search(
     return tuned
 
 
-def final_protocol(protocol: Protocol) -> Protocol:
+def final_protocol(protocol: LatencyProtocol) -> LatencyProtocol:
     """The final run's: the stages' protocol in ``FINAL_SESSIONS`` sessions, each of at least
     two rounds."""
     rounds = max(protocol.rounds, 2 * FINAL_SESSIONS)
@@ -207,7 +207,7 @@ def final_protocol(protocol: Protocol) -> Protocol:
 
 
 def _final(
-    tuned: Tuned, open_timer: OpenTimer, protocol: Protocol, guard: NoiseGuard
+    tuned: Tuned, open_timer: OpenTimer, protocol: LatencyProtocol, guard: NoiseGuard
 ) -> str | None:
     """The final run: the start (two sides) and, where the stages moved, their winner, in
     ``FINAL_SESSIONS`` sessions: the figures tune reports. The winner's verdict, or why there is

@@ -1,7 +1,7 @@
 """The latency protocol and what one measurement records.
 
-Protocol: ``warmup`` untimed invokes per side, then interleaved rounds: in every round each side
-(artifact, baseline) runs one block of single timed invokes, sized so a block takes about
+LatencyProtocol: ``warmup`` untimed invokes per side, then interleaved rounds: in every round each
+side (artifact, baseline) runs one block of single timed invokes, sized so a block takes about
 ``block_seconds``, until every side has at least ``min_runs`` runs and ``min_seconds`` of timed
 invokes and at least ``rounds`` rounds (capped by ``max_seconds`` per side). A lone artifact is
 the same loop with one side. Defaults sit between the anchors: benchmark_model 1 warm-up/50 runs,
@@ -20,7 +20,7 @@ HIGH_CV = 0.10  # a coefficient of variation above this gets a noise warning
 
 
 @dataclass(frozen=True)
-class Protocol:
+class LatencyProtocol:
     warmup: int = 10
     min_runs: int = 50
     min_seconds: float = 1.0
@@ -196,3 +196,16 @@ class BlockTimer:
 
     def close(self) -> None:
         """Release the session (and record ``peak_rss_mb`` where known)."""
+
+
+def __getattr__(name: str) -> Any:
+    # the old name of LatencyProtocol (it read as typing.Protocol): works for one release
+    if name == "Protocol":
+        import warnings
+
+        from edgekit.errors import MovedPathWarning
+
+        warnings.warn("edgekit.worker.latency.Protocol is now LatencyProtocol; the old name "
+                      "goes in the next release", MovedPathWarning, stacklevel=2)  # fmt: skip
+        return LatencyProtocol
+    raise AttributeError(f"module 'edgekit.worker.latency' has no attribute {name!r}")

@@ -22,7 +22,7 @@ import numpy as np
 
 from edgekit.common.fileio import journal, temporary_directory
 from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
-from edgekit.worker.latency import Block, BlockTimer, Protocol
+from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol
 
 if TYPE_CHECKING:
     from edgekit.targets.manifest import Manifest
@@ -238,7 +238,7 @@ def artifact_timer(
     accelerator: str,
     threads: int,
     sample: np.ndarray | None,
-    protocol: Protocol,
+    protocol: LatencyProtocol,
     timeout_s: float,
     *,
     session_options: dict[str, Any] | None = None,

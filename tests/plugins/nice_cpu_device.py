@@ -16,7 +16,7 @@ from edgekit.devices.base import (
     BlockTimer,
     Device,
     DeviceTraits,
-    Protocol,
+    LatencyProtocol,
     add_device,
     artifact_timer,
     predict_in_child,
@@ -50,7 +50,7 @@ class NiceCpuDevice(Device):
         artifact: Any,
         threads: int,
         sample: np.ndarray | None,
-        protocol: Protocol,
+        protocol: LatencyProtocol,
         timeout_s: float,
     ) -> BlockTimer:
         timer = artifact_timer(

@@ -35,7 +35,7 @@ from edgekit.devices.arm64_emu.emulator import (
 from edgekit.devices.base import Device, DeviceTraits
 from edgekit.errors import DeviceUnavailable
 from edgekit.targets import get_target
-from edgekit.worker.latency import BlockTimer, Protocol
+from edgekit.worker.latency import BlockTimer, LatencyProtocol
 from edgekit.worker.parent import WorkerProcess, WorkerTimer, trivial_fields
 
 TIMEOUT_S = 900.0
@@ -133,7 +133,7 @@ class Arm64EmuDevice(Device):
         artifact: Any,
         threads: int,
         sample: np.ndarray | None,
-        protocol: Protocol,
+        protocol: LatencyProtocol,
         timeout_s: float,
     ) -> BlockTimer:
         emulator, land, cpu = self.place(artifact)
