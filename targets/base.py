@@ -160,7 +160,7 @@ class Target:
     peak_module: ClassVar[str] = ""
     # the ROLES it fills, each by its package's module of the role's name ...
     roles: ClassVar[frozenset[str]] = frozenset()
-    # ... or by the module named here (relative to the package: {"official_runner": "android"})
+    # ... or by the module named here (relative to the package: {"planned_memory": "memory"})
     role_modules: ClassVar[dict[str, str]] = {}
 
     def has_role(self, role: str) -> bool:

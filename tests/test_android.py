@@ -15,9 +15,9 @@ from stand_ins import stand_in_adb_env
 
 from edgekit.devices import android, get_device
 from edgekit.devices.android_memory import RunnerMemory, parse_meminfo, parse_pids
-from edgekit.targets.executorch.android import parse as parse_executor_runner
-from edgekit.targets.onnx.android import parse as parse_ort_perf_test
-from edgekit.targets.tflite.android import parse as parse_benchmark_model
+from edgekit.targets.executorch.official_runner import parse as parse_executor_runner
+from edgekit.targets.onnx.official_runner import parse as parse_ort_perf_test
+from edgekit.targets.tflite.official_runner import parse as parse_benchmark_model
 from edgekit.worker.latency import LatencyProtocol
 
 # no timing mark: the phone is a stand-in whose latency is recorded, so every measurement here

@@ -42,7 +42,6 @@ class ExecuTorchTarget(Target):
         }
     )
     role_modules: ClassVar[dict[str, str]] = {
-        "official_runner": "android",
         "planned_memory": "memory",
     }
 

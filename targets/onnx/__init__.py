@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from edgekit.common.fileio import temporary_directory
 from edgekit.targets import register
@@ -40,7 +40,6 @@ class OnnxTarget(Target):
     roles = frozenset(
         {"census", "coverage", "describe", "layer_errors", "official_runner", "profile"}
     )
-    role_modules: ClassVar[dict[str, str]] = {"official_runner": "android"}
     session_options = ("provider", *(knob.name for knob in KNOBS))  # provider: cuda or tensorrt
     tuning_knobs = KNOBS
 
