@@ -10,9 +10,17 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from edgekit.common.schema import check_fields, matches, type_name
+from edgekit.common.schema import check_fields, matches, record_spec, type_name
 from edgekit.common.stats import LevelFit
 from edgekit.errors import UserInputError
+from edgekit.records import (
+    AccuracyRecord,
+    ArtifactProfile,
+    ClassChange,
+    Coverage,
+    MemoryRecord,
+    Step,
+)
 
 RESULTS_SCHEMA_VERSION = 3  # 3: latency_fit and pool in place of noise_band; 2 still reads
 INTEGER_IO = ("int8", "uint8")
@@ -171,42 +179,16 @@ class Results:
 
 
 REQUIRED_ROW_FIELDS = ("kind", "target", "recipe", "status")
-ACCURACY = {
-    "samples": int,
-    "top1": float,
-    "baseline_top1": float | None,
-    "drop_points": float | None,
-    "drop_ci": tuple[float, float] | None,
-    "agreement": float | None,
-    "sqnr_db": float | None,
-    "max_abs_diff": float | None,
-    "mean_abs_diff": float | None,
-    "mcnemar": dict[str, float] | None,
-    "top5": float | None,
-    "changed_classes": list[dict[str, Any]],
-    "per_class": list[dict[str, Any]],
-    "confusion_change": list[list[int]] | None,
-    "flips": dict[str, Any] | None,
-    "collapse": dict[str, Any] | None,
-    "gallery": list[dict[str, Any]],
-    "versus_host": {
-        "max_abs_diff": float,
-        "mean_abs_diff": float,
-        "argmax_agreement": float,
-        "outputs_differing": int,
-        "outputs": int,
-    },
+ACCURACY = record_spec(AccuracyRecord)
+# what edgekit.common.metrics.device_vs_host writes (a dict, not a record)
+VERSUS_HOST = {
+    "max_abs_diff": float,
+    "mean_abs_diff": float,
+    "argmax_agreement": float,
+    "outputs_differing": int,
+    "outputs": int,
 }
-COVERAGE = {
-    "total_ops": int,
-    "fast_ops": int,
-    "fallback_ops": list[str],
-    "transposes": int,
-    "int8_ops": int | None,
-    "compute_ops": int | None,
-    "int8_fraction": float | None,
-    "summary": str,
-}
+COVERAGE = record_spec(Coverage)
 RUN = {
     "id": str,
     "name": str,
@@ -227,16 +209,7 @@ AWARE = {
     "steps": list[dict[str, Any]],
     "evaluation": {"drop_points": float, "drop_ci": tuple[float, float], "samples": int},
 }
-STEP = {
-    "step": int,
-    "keep_float": list[str],
-    "drop_points": float,
-    "drop_ci": tuple[float, float],
-    "int8_fraction": float | None,
-    "p50_ms": float | None,
-    "ratio_to_first": float | None,
-    "ratio_ci": tuple[float, float] | None,
-}
+STEP = record_spec(Step)
 # what the report reads of each artifact's flips (edgekit.measure.flips, .gallery)
 FLIPS = {
     "samples": int,
@@ -248,16 +221,7 @@ FLIPS = {
     "indices": list[int],
     "by_margin": list[dict[str, Any]],
 }
-CLASS_CHANGE = {
-    "name": str,
-    "images": int,
-    "baseline_top1": float,
-    "top1": float,
-    "drop_points": float,
-    "drop_ci": tuple[float, float],
-    "p_value": float,
-    "p_adjusted": float,
-}
+CLASS_CHANGE = record_spec(ClassChange)
 COLLAPSE = {"collapsed": bool, "reason": str, "dominant_class": str, "dominant_share": float}
 FLIPPED_IMAGE = {
     "index": int,
@@ -267,50 +231,12 @@ FLIPPED_IMAGE = {
     "artifact_top3": list[list[Any]],
     "png": str,
 }
-# the per-layer profiles ``edgekit run`` records (edgekit.analysis.profile)
-PROFILE = {
-    "label": str,
-    "method": str,
-    "layers": list[dict[str, Any]],
-    "ops_ms": float,
-    "total_ms": float | None,
-    "coverage": float | None,
-    "scaling": str | None,
-    "explanation": list[str],
-}
-LAYER = {"name": str, "ms": float, "share": float, "p50_ms": float | None}
+PROFILE = record_spec(ArtifactProfile)  # its layers: LayerTime objects
 SHARED_FLIPS = {"pairs": list[dict[str, Any]], "flipped_by_all": list[int]}
 PAIR = {"a": str, "b": str, "both": int, "jaccard": float}
-# a row's memory, as edgekit.measure.memory.MemoryRecord writes it (a test keeps them equal)
-MEMORY = {
-    "label": str,
-    "device": str,
-    "threads": int,
-    "status": str,
-    "error": str | None,
-    "process_peak_mb": float | None,
-    "floor_mb": float | None,
-    "model_mb": float | None,
-    "file_mb": float | None,
-    "planned_mb": float | None,
-    "planned_source": str,
-    "residual_mb": float | None,
-    "residual_is": str,
-    "load_mb": float | None,
-    "invoke_mb": float | None,
-    "retained_mb": float | None,
-    "leak_kb_per_1k": float | None,
-    "leak_interval": list[float] | None,
-    "leak": bool,
-    "leak_floor": float | None,
-    "invokes": int,
-    "samples": list[list[int]],
-    "notes": list[str],
-    "pss_mb": float | None,
-    "runner_mb": dict[str, float],
-}
+MEMORY = record_spec(MemoryRecord)
 ROW_TYPES = typing.get_type_hints(Row)
-LATENCY_FIT = typing.get_type_hints(LevelFit)  # the dataclass's own fields and types
+LATENCY_FIT = record_spec(LevelFit)
 
 
 def check_each(
@@ -326,9 +252,8 @@ def check_run(run: dict[str, Any], where: str) -> None:
     if not isinstance(run["config"], dict):
         raise UserInputError(f"{where}.config: must be an object, got {run['config']!r:.60}")
     for index, profile in enumerate(run.get("profiles") or []):
-        check_fields(profile, PROFILE, f"{where}.profiles[{index}]", tuple(PROFILE)[:5])
-        check_each(profile["layers"], LAYER, f"{where}.profiles[{index}].layers",
-                   ("name", "ms", "share"))  # fmt: skip
+        check_fields(profile, PROFILE, f"{where}.profiles[{index}]",
+                     ("label", "method", "layers", "ops_ms", "total_ms"))  # fmt: skip
     for model, shared in (run.get("flips_across") or {}).items():
         check_fields(shared, SHARED_FLIPS, f"{where}.flips_across.{model}", tuple(SHARED_FLIPS))
         check_each(shared["pairs"], PAIR, f"{where}.flips_across.{model}.pairs", tuple(PAIR))
@@ -363,8 +288,7 @@ def check_row(entry: Any, where: str) -> Row:
             check_fields(entry[key], spec, f"{where}.{key}", required)
     versus = (entry.get("accuracy") or {}).get("versus_host")
     if versus:
-        check_fields(versus, ACCURACY["versus_host"], f"{where}.accuracy.versus_host",
-                     tuple(ACCURACY["versus_host"]))  # fmt: skip
+        check_fields(versus, VERSUS_HOST, f"{where}.accuracy.versus_host", tuple(VERSUS_HOST))
     if entry.get("accuracy_aware") is not None:
         aware = entry["accuracy_aware"]
         check_fields(aware, AWARE, f"{where}.accuracy_aware", tuple(AWARE)[:4])

@@ -13,12 +13,13 @@ declares the roles it fills in ``roles``, and names another module for one in
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
+from edgekit.records import Coverage
 from edgekit.sources.source import SourceModel
 from edgekit.targets import add_target, register
 from edgekit.targets.census import Census
@@ -76,35 +77,6 @@ class LayerErrors:
     tool: str  # the target's tool the figures come from
     db: dict[str, float]  # layer (torch module path) -> SQNR in dB
     missing: dict[str, str] = field(default_factory=dict)  # layer without a figure -> why
-
-
-@dataclass
-class Coverage:
-    """How much of the graph runs on the fast path (delegate / accelerated kernels / int8)."""
-
-    total_ops: int
-    fast_ops: int  # ops inside the delegate or on the accelerated path
-    fallback_ops: list[str]  # op types that run outside it (the slow path)
-    transposes: int  # NCHW<->NHWC transposes left in the graph
-    int8_ops: int | None = None  # compute ops that run in int8 (quantized recipes)
-    compute_ops: int | None = None  # denominator for int8_ops
-    summary: str = ""
-
-    @property
-    def fast_fraction(self) -> float:
-        return self.fast_ops / self.total_ops if self.total_ops else 1.0
-
-    @property
-    def int8_fraction(self) -> float | None:
-        if self.int8_ops is None or not self.compute_ops:
-            return None
-        return self.int8_ops / self.compute_ops
-
-    def to_dict(self) -> dict[str, Any]:
-        payload = asdict(self)
-        payload["fast_fraction"] = self.fast_fraction
-        payload["int8_fraction"] = self.int8_fraction
-        return payload
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ ORDER = (
     "edgekit.errors",
     "edgekit",  # the root __init__: the lazy public API (importlib by name) and the moved paths
     "edgekit.common",
+    "edgekit.records",
     "edgekit.results",
     "edgekit.report",
     "sources-types",  # edgekit.sources.{source,logits,preprocess,data}

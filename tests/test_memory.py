@@ -168,12 +168,3 @@ def test_check_compares_a_candidates_memory_with_a_reference(capsys, export_digi
                          "--max-peak-mb", "500")  # fmt: skip
     changed = gates["memory regression %"]["measured"]
     assert (code == 1) == (changed > 0) and gates["model's peak MB"]["passed"]
-
-
-def test_a_results_file_is_checked_for_every_field_a_memory_record_writes():
-    import typing
-
-    from edgekit.measure.memory import MemoryRecord
-    from edgekit.results import MEMORY
-
-    assert typing.get_type_hints(MemoryRecord) == MEMORY

@@ -207,3 +207,42 @@ def test_any_npz_is_loaded_or_refused_in_one_line(tmp_path, digits_model, x, lab
         assert np.isfinite(dataset.evaluation.x).all()  # only finite images get through
 
     _accepts_or_one_line(load)
+
+
+RECORDS = ["accuracy", "coverage", "memory", "latency_fit"]  # a row's fields that are records
+
+
+@pytest.mark.parametrize("field", RECORDS)
+def test_every_field_of_a_rows_record_is_checked_by_its_dataclass_type(tmp_path, field):
+    """A wrong type in any field of a record is one line naming it: the checks are the record's
+    own fields and types (edgekit.records, stats.LevelFit), so a field added there is checked
+    with nothing else to keep in step."""
+    from edgekit.common.schema import record_spec
+    from edgekit.results import (
+        ROW_TYPES,  # noqa: F401  (the row's own fields, typed likewise)
+        load_results,
+    )
+
+    record = {"accuracy": "AccuracyRecord", "coverage": "Coverage", "memory": "MemoryRecord"}
+    if field == "latency_fit":
+        from edgekit.common.stats import LevelFit as kind
+    else:
+        import edgekit.records
+
+        kind = getattr(edgekit.records, record[field])
+    payload = json.loads(RECORDED.read_text())
+    row = next(r for r in payload["rows"] if r.get(field))
+    checked = 0
+    for name, kind_of_field in record_spec(kind).items():
+        if kind_of_field in (dict[str, Any], dict[str, Any] | None, Any):
+            continue  # a free object: any object fits
+        broken = copy.deepcopy(payload)
+        target = next(r for r in broken["rows"] if r.get(field))
+        target[field][name] = {"not": "of its type"}
+        run = tmp_path / f"{field}-{name}"
+        run.mkdir()
+        (run / "results.json").write_text(json.dumps(broken))
+        with pytest.raises(UserInputError, match=rf"\.{field}\.{name}: must be"):
+            load_results(run)
+        checked += 1
+    assert checked >= len(record_spec(kind)) // 2 and row[field]

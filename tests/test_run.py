@@ -139,7 +139,14 @@ def test_the_python_api_writes_what_the_cli_writes(tmp_path):
         "results.json",
     ]
     assert result.recommendation.best is not None and not result.failed
-    assert json.loads((result.run_dir / "report.json").read_text())["recommendation"]
+    summary = json.loads((result.run_dir / "report.json").read_text())
+    assert summary["recommendation"] == result.recommendation.best.label
+    # the run renders its report from the results in memory; results.json alone rebuilds it
+    written = {name: (result.run_dir / name).read_text() for name in ("report.md", "report.json")}
+    from edgekit.report import build_report
+
+    build_report(result.run_dir)
+    assert {name: (result.run_dir / name).read_text() for name in written} == written
 
 
 NO_VULKAN = {"VK_ICD_FILENAMES": "/nonexistent.json", "VK_DRIVER_FILES": "/nonexistent.json"}

@@ -13,72 +13,18 @@ with it: what the ops do not account for is the runtime's per-invoke overhead.""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from edgekit.artifacts.artifact import Artifact, as_artifact
 from edgekit.errors import EdgekitError
+from edgekit.records import ArtifactProfile, LayerTime, Timing
 from edgekit.targets import get_target
 from edgekit.targets.census import Census
 from edgekit.targets.profiling import DATA_GROUP, QUANT_GROUP, OpTimes, Placed, family, place
 from edgekit.worker.latency import LatencyProtocol, NoiseGuard
 
 TOP_OPS = 5
-
-
-# How a layer's part of the whole-model p50 is obtained. A runtime's profiler adds its own cost
-# to every op it times (onnxruntime's summed to 229 % of the p50 on a small model), and leaves
-# the runtime's per-invoke work outside every op (ExecuTorch's came to 66 %): the raw op times
-# do not add up to the p50 either way, their proportions are what the profiler measures.
-SCALING = (
-    "each layer's share of the profiler's summed op time, scaled to the whole-model p50 timed "
-    "interleaved (the profiler's own per-op cost and the runtime's per-invoke work are spread "
-    "in proportion)"
-)
-
-
-@dataclass
-class LayerTime:
-    name: str
-    ms: float  # the runtime profiler's own figure
-    share: float  # of the layers' summed profiled time: an artifact's shares add up to 1
-    ops: list[str]
-    method: str  # how this layer's time was obtained
-    p50_ms: float | None = None  # share x the whole-model p50 (SCALING); None without one
-
-
-@dataclass
-class ArtifactProfile:
-    artifact: str
-    label: str
-    target: str
-    recipe: str
-    total_ms: float | None  # the whole-model p50, timed interleaved with the others
-    layers: list[LayerTime]
-    method: str
-    ops_ms: float  # the layers' sum
-    profiler_run_ms: float | None  # the runtime's own whole-invoke time while profiling
-    rounds_ms: list[float] = field(default_factory=list)
-    round_sessions: list[int] = field(default_factory=list)
-    noise_band: float | None = None  # recorded before the two-level fit
-    latency_fit: dict[str, Any] | None = None  # its level in the pool's fit
-    notes: list[str] = field(default_factory=list)
-    explanation: list[str] = field(default_factory=list)
-    speedup_vs_fp32: dict[str, Any] | None = None
-    # the runtime profiler's most expensive single ops, each with the layer it counts in
-    top_ops: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def coverage(self) -> float | None:
-        """The profiler's summed op time over the whole-model p50 (before SCALING)."""
-        return self.ops_ms / self.total_ms if self.total_ms else None
-
-    def to_dict(self) -> dict[str, Any]:
-        payload = asdict(self)
-        payload["coverage"] = self.coverage
-        payload["scaling"] = SCALING if self.total_ms and self.layers else None
-        return payload
 
 
 def profile_artifacts(
@@ -88,7 +34,7 @@ def profile_artifacts(
     warmup: int = 10,
     protocol: LatencyProtocol | None = None,
     progress: Any = None,
-    timed: dict[str, Any] | None = None,
+    timed: dict[str, Timing] | None = None,
 ) -> list[ArtifactProfile]:
     """Profile every artifact on the host CPU and time them interleaved; explain each against
     the same target's fp32 artifact where one is among them. ``timed`` gives, per artifact
@@ -102,7 +48,7 @@ def profile_artifacts(
         from edgekit.measure.bench import bench_artifacts
 
         say(f"timing {len(loaded)} artifact(s) interleaved")
-        records = bench_artifacts(
+        measured = bench_artifacts(
             loaded,
             device=DEFAULT_DEVICE,
             threads=threads,
@@ -110,6 +56,7 @@ def profile_artifacts(
             guard=NoiseGuard(enabled=False),
             baseline=False,
         )
+        records = [Timing.of(record) for record in measured]
     else:
         records = [timed[str(artifact.path)] for artifact in loaded]
     profiles, details = [], {}
@@ -149,9 +96,9 @@ def profile_artifacts(
                 ops_ms=sum(layer.ms for layer in layers),
                 profiler_run_ms=times.run_ms,
                 rounds_ms=list(record.rounds_ms),
-                round_sessions=list(getattr(record, "round_sessions", [])),
-                noise_band=getattr(record, "noise_band", None),
-                latency_fit=getattr(record, "latency_fit", None),
+                round_sessions=list(record.round_sessions),
+                noise_band=record.noise_band,
+                latency_fit=record.latency_fit,
                 notes=[*census.notes[:1], *times.notes, *_mapping_notes(census, artifact)],
                 top_ops=top_ops,
             )

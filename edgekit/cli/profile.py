@@ -60,7 +60,7 @@ def profile(
 
 def show(profiles: list) -> None:
     """The most expensive layers, one column per artifact, then each artifact's summary."""
-    from edgekit.analysis.profile import SCALING
+    from edgekit.records import SCALING
     from edgekit.report.profiles import layer_table
 
     layers = layer_table([p.to_dict() for p in profiles])

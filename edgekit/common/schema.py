@@ -3,6 +3,7 @@ value of the wrong type is one line naming the file and the field, never a trace
 
 from __future__ import annotations
 
+import dataclasses
 import types
 import typing
 from typing import Any
@@ -10,10 +11,27 @@ from typing import Any
 from edgekit.errors import UserInputError
 
 
+def record_spec(record: type) -> dict[str, Any]:
+    """The fields a record's ``to_dict`` writes, with their types: the dataclass's fields and
+    its properties (``Coverage.int8_fraction``), read from their annotations. results.json is
+    checked against this, so no table of the same fields is kept by hand."""
+    spec = dict(typing.get_type_hints(record))
+    for name, member in vars(record).items():
+        if isinstance(member, property) and member.fget is not None:
+            spec[name] = typing.get_type_hints(member.fget)["return"]
+    return spec
+
+
 def matches(value: Any, kind: Any) -> bool:
-    """Does ``value`` (parsed JSON/TOML) fit the annotation ``kind``?"""
+    """Does ``value`` (parsed JSON/TOML) fit the annotation ``kind``? A dataclass is an object
+    whose keys have their fields' types (``list[LayerTime]``: a list of such objects)."""
     if kind is Any:
         return True
+    if dataclasses.is_dataclass(kind):
+        spec = record_spec(kind)
+        return isinstance(value, dict) and all(
+            matches(item, spec[key]) for key, item in value.items() if key in spec
+        )
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):
         return any(matches(value, arg) for arg in args)

@@ -28,6 +28,7 @@ from edgekit.common.fileio import journal, write_json_atomic
 from edgekit.devices import DEFAULT_DEVICE, get_device
 from edgekit.errors import ExportRejected, UserInputError
 from edgekit.measure.accuracy import compare_on_labels
+from edgekit.records import Step
 from edgekit.sources.data import Dataset, Split
 from edgekit.sources.source import SourceModel
 from edgekit.worker.latency import LatencyProtocol, NoiseGuard
@@ -37,27 +38,6 @@ STEPS_DIR = ".accuracy-aware"
 # two sessions of a fixed plan: the steps' ratios are advice beside the drop, not a decision
 STEP_PROTOCOL = LatencyProtocol(warmup=5, min_runs=30, min_seconds=0.3, max_seconds=10.0, rounds=8,
                          sessions=2, precision=None)  # fmt: skip
-
-
-@dataclass
-class Step:
-    """One export of the loop: what was kept float and what it measured."""
-
-    step: int
-    keep_float: list[str]
-    top1: float  # on the selection slice
-    baseline_top1: float
-    drop_points: float
-    drop_ci: list[float]
-    sqnr_db: float
-    agreement: float
-    int8_fraction: float | None
-    p50_ms: float | None
-    validation_passed: bool
-    latency_status: str = "not measured"
-    ratio_to_first: float | None = None  # latency over step 0's, interleaved
-    ratio_ci: list[float] | None = None
-    added: list[str] = field(default_factory=list)  # the float island this step added
 
 
 @dataclass

@@ -7,7 +7,6 @@ same artifact's logits there against the host's (``versus_host``)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,61 +19,11 @@ from edgekit.devices import DEFAULT_DEVICE, as_device
 from edgekit.errors import DeviceUnavailable, UserInputError
 from edgekit.measure.flips import CORRECTION, collapse, confusion_change, flips, per_class
 from edgekit.measure.gallery import flip_gallery
+from edgekit.records import AccuracyRecord
 from edgekit.sources.data import Dataset, load_dataset
 from edgekit.sources.load import reload_model
 from edgekit.sources.preprocess import Preprocess
 from edgekit.sources.source import SourceModel
-
-
-@dataclass
-class AccuracyRecord:
-    """One artifact on one device against the baseline, on the evaluation split."""
-
-    artifact: str
-    label: str
-    device: str
-    dataset: str
-    samples: int
-    top1: float
-    # against the baseline; None for a file without a source model (labels only)
-    baseline_top1: float | None
-    drop_points: float | None
-    drop_ci: tuple[float, float] | None
-    confidence: float
-    agreement: float | None
-    sqnr_db: float | None
-    max_abs_diff: float | None
-    mean_abs_diff: float | None
-    mcnemar: dict[str, float] | None
-    top5: float | None = None
-    baseline_top5: float | None = None
-    changed_classes: list[dict[str, Any]] = field(default_factory=list)
-    baseline: str = "source model, fp32, host CPU"
-    reference: str = "baseline"
-    runtime: dict[str, Any] = field(default_factory=dict)
-    versus_host: dict[str, Any] | None = None  # device logits against the host's
-    fingerprint: dict[str, Any] = field(default_factory=dict)
-    assumed: list[str] = field(default_factory=list)  # what was inferred about a foreign file
-    # what changed image by image (edgekit.measure.flips); None without a source model
-    per_class: list[dict[str, Any]] = field(default_factory=list)
-    per_class_correction: str = ""
-    confusion_change: list[list[int]] | None = None
-    flips: dict[str, Any] | None = None
-    collapse: dict[str, Any] | None = None  # needs no labels: set for every artifact
-    # the flipped images with each side's top-3 (edgekit.measure.gallery), for the report
-    gallery: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        payload = asdict(self)
-        payload["drop_ci"] = None if self.drop_ci is None else list(self.drop_ci)
-        return payload
-
-    @classmethod
-    def from_dict(cls, payload: dict[str, Any]) -> AccuracyRecord:
-        known = {name for name in cls.__dataclass_fields__}
-        values = {k: v for k, v in payload.items() if k in known}
-        values["drop_ci"] = None if values.get("drop_ci") is None else tuple(values["drop_ci"])
-        return cls(**values)
 
 
 def labels_only(outputs: np.ndarray, labels: np.ndarray, names: tuple[str, ...]) -> dict:

@@ -16,6 +16,7 @@ import numpy as np
 from scipy import special, stats
 
 from edgekit.common.stats import mcnemar_exact, paired_bootstrap_drop
+from edgekit.records import ClassChange
 
 # a collapsed artifact gives one class to at least this share of the inputs, where the source
 # model gives that class less than SOURCE_SHARE_LIMIT of them (without a source, 3+ classes)
@@ -25,24 +26,6 @@ SOURCE_SHARE_LIMIT = 0.5
 CONSTANT_SPREAD = 1e-4
 MARGIN_BINS = 5
 CORRECTION = "Benjamini-Hochberg across classes (scipy.stats.false_discovery_control)"
-
-
-@dataclass(frozen=True)
-class ClassChange:
-    """One true class: its top-1 on the source model and the artifact, the drop in points with
-    its paired bootstrap interval, McNemar's exact p and that p adjusted across classes."""
-
-    name: str
-    images: int
-    baseline_top1: float
-    top1: float
-    drop_points: float
-    drop_ci: tuple[float, float]
-    p_value: float
-    p_adjusted: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "drop_ci": list(self.drop_ci)}
 
 
 @dataclass(frozen=True)

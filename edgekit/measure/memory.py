@@ -10,52 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from edgekit.artifacts.artifact import Artifact
 from edgekit.errors import EdgekitError, first_line
+from edgekit.records import MemoryRecord
 from edgekit.targets import get_target
 from edgekit.worker.parent import WorkerProcess, trivial_fields
 
 MB = 1024.0  # the probe reports kB
-
-
-@dataclass
-class MemoryRecord:
-    """One artifact's memory on one device (MB unless named otherwise)."""
-
-    label: str
-    device: str
-    threads: int
-    status: str = "ok"  # ok, failed, or unavailable (a device that cannot tell)
-    error: str | None = None
-    process_peak_mb: float | None = None  # the whole process at its peak: imports, load, invokes
-    floor_mb: float | None = None  # the process with the runtime and its trivial model loaded
-    model_mb: float | None = None  # the model's own share: process_peak - floor
-    file_mb: float | None = None
-    planned_mb: float | None = None  # the runtime's plan for activations, where it tells
-    planned_source: str = ""  # where planned_mb comes from, or why there is none
-    residual_mb: float | None = None  # model_mb - file_mb - planned_mb: what no part names
-    residual_is: str = ""  # what the residual holds, as far as edgekit knows
-    load_mb: float | None = None  # resident growth while the session loads
-    invoke_mb: float | None = None  # the peak while invoking, over the loaded session
-    retained_mb: float | None = None  # above the floor after the session is released
-    leak_kb_per_1k: float | None = None  # resident growth per 1000 invokes (Theil-Sen slope)
-    leak_interval: list[float] | None = None  # its 95 % interval
-    leak: bool = False  # the interval lies above leak_floor
-    leak_floor: float | None = None  # kB per 1000 invokes a leak must surely exceed
-    invokes: int = 0
-    samples: list[list[int]] = field(default_factory=list)  # [invokes so far, resident kB]
-    notes: list[str] = field(default_factory=list)
-    pss_mb: float | None = None  # the proportional set size, where the device tells (Android)
-    # what the runner printed about its own memory, apart from the parts (LiteRT#9899: its
-    # figures and dumpsys's can differ by far): peak_rss_mb, init_delta_mb, overall_delta_mb
-    runner_mb: dict[str, float] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 PAGE_KB = 4.0

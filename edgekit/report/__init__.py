@@ -28,7 +28,7 @@ from edgekit.report.tables import (
 from edgekit.report.tuning import tuning_section
 from edgekit.results import Results, Row, load_results
 
-__all__ = ["build_report", "load_results"]
+__all__ = ["Report", "build_report", "load_results", "render_report"]
 
 
 @dataclass
@@ -45,9 +45,11 @@ class ModelBlock:
     measuring: str  # how that pool's measuring went and why it stopped
 
 
-def model_blocks(results: Results, budget: float, point_estimate: bool) -> list[ModelBlock]:
-    """A block per model, in run order; a model's rows never compete with another's."""
-    table = table_rows(results)
+def model_blocks(
+    results: Results, table: list[list[str]], budget: float, *, point_estimate: bool
+) -> list[ModelBlock]:
+    """A block per model, in run order; a model's rows never compete with another's.
+    ``table``: the results table (``table_rows``), each model's rows taken from it."""
     visible = [row for row in results.rows if row.status != "unavailable"]
     advice = recommend_each(results.rows, budget, point_estimate)
     blocks = []
@@ -150,6 +152,7 @@ class ReportContent:
     cross: list[list[str]]
     sections: list[Section]
     images: dict[str, Path]
+    table: list[list[str]]  # every visible row's cells (table_rows)
     machine: dict[str, Any] | None = None  # the run's fingerprint
 
     @property
@@ -157,27 +160,43 @@ class ReportContent:
         return len(self.blocks) > 1
 
 
+@dataclass
+class Report:
+    """What rendering wrote, and each model's recommendation it holds."""
+
+    files: dict[str, Path]  # md, html, json and each plot
+    recommendations: dict[str, Recommendation]  # model -> its recommendation, in run order
+
+
 def build_report(run_dir: str | Path) -> dict[str, Path]:
-    """Write report.md, report.html, report.json and plots/ into ``run_dir``."""
+    """Write report.md, report.html, report.json and plots/ into ``run_dir``, from its
+    results.json alone (checked as any file a user hands edgekit)."""
     run_dir = Path(run_dir)
-    results = load_results(run_dir)
+    return render_report(load_results(run_dir), run_dir).files
+
+
+def render_report(results: Results, run_dir: Path) -> Report:
+    """The report of ``results`` (a run's, in memory: what its results.json holds) into
+    ``run_dir``: the recommendations are computed here once, for the pages and the caller."""
     content = _content(results, run_dir)
     write_bytes_atomic(run_dir / "report.md", ("\n".join(_markdown(content)) + "\n").encode())
     write_bytes_atomic(run_dir / "report.html", _html(content).encode())
     write_json_atomic(run_dir / "report.json", _summary(content, results))
-    return {
+    files = {
         "md": run_dir / "report.md",
         "html": run_dir / "report.html",
         "json": run_dir / "report.json",
         **content.images,
     }
+    return Report(files, {block.name: block.advice for block in content.blocks})
 
 
 def _content(results: Results, run_dir: Path) -> ReportContent:
     run = results.run
     config = run.get("config", {})
     budget = config.get("max_drop", 1.0)
-    blocks = model_blocks(results, budget, bool(config.get("point_estimate")))
+    table = table_rows(results)
+    blocks = model_blocks(results, table, budget, point_estimate=bool(config.get("point_estimate")))
     sections = [
         accuracy_aware_section(results),
         prediction_change_section(results),
@@ -198,6 +217,7 @@ def _content(results: Results, run_dir: Path) -> ReportContent:
         cross=across_models(results, blocks) if len(blocks) > 1 else [],
         sections=sections,
         images=images,
+        table=table,
         machine=run.get("machine") or {},
     )
 
@@ -241,7 +261,7 @@ def _summary(content: ReportContent, results: Results) -> dict[str, Any]:
         "reasons": [{"row": label, "why": why} for label, why in first.advice.reasons],
         "pareto_front": [r.label for r in first.front],
         "not_available": unavailable(results),
-        "table": {"columns": list(COLUMNS), "rows": table_rows(results)},
+        "table": {"columns": list(COLUMNS), "rows": content.table},
         "models": [
             {
                 "model": block.name,

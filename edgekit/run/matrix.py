@@ -21,9 +21,9 @@ from edgekit.common.machine import fingerprint
 from edgekit.common.progress import Progress
 from edgekit.errors import EdgekitError, UserInputError
 from edgekit.measure.peak import MachinePeaks, arithmetic_of, shares_of
-from edgekit.report import build_report
+from edgekit.report import render_report
 from edgekit.report.history import record_run
-from edgekit.report.recommend import Recommendation, recommend_each
+from edgekit.report.recommend import Recommendation
 from edgekit.report.tables import device_reason
 from edgekit.results import RESULTS_SCHEMA_VERSION, Results, Row
 from edgekit.run.config import RunConfig
@@ -92,17 +92,19 @@ def run_matrix(
         )
         write_json_atomic(partial / "results.json", results.to_dict())
         say("report")
-        build_report(partial)
+        advice = render_report(results, partial).recommendations
         partial.rename(final)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
-    return finish(results, final, history, config)
+    return finish(results, final, history, advice)
 
 
-def finish(results: Results, run_dir: Path, history: Path | None, config: RunConfig) -> RunResult:
+def finish(
+    results: Results, run_dir: Path, history: Path | None, advice: dict[str, Recommendation]
+) -> RunResult:
+    """The run recorded in its history; ``advice``: the recommendations its report holds."""
     record_run(results, run_dir, history)
     report = {key: run_dir / f"report.{key}" for key in ("md", "html", "json")}
-    advice = recommend_each(results.rows, config.max_drop, config.point_estimate)
     return RunResult(run_dir, results, report, advice)
 
 

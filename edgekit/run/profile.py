@@ -5,12 +5,12 @@ every int8/fp16 row that is not faster than its target's fp32 row."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from edgekit.artifacts.artifact import Artifact
 from edgekit.devices import DEFAULT_DEVICE
 from edgekit.errors import EdgekitError
+from edgekit.records import Timing
 from edgekit.results import Row
 
 
@@ -26,15 +26,7 @@ def profile_run(
     chosen = [a for a in exported if a.path.name in by_file and profiles_itself(a.target)]
     if not chosen:
         return []
-    timed = {
-        str(a.path): SimpleNamespace(
-            status="ok", stats=by_file[a.path.name].latency,
-            rounds_ms=by_file[a.path.name].rounds_ms, noise_band=by_file[a.path.name].noise_band,
-            round_sessions=by_file[a.path.name].round_sessions,
-            latency_fit=by_file[a.path.name].latency_fit,
-        )
-        for a in chosen
-    }  # fmt: skip
+    timed = {str(a.path): Timing.of_row(by_file[a.path.name]) for a in chosen}
     try:
         profiles = profile_artifacts(chosen, threads, runs, timed=timed, progress=say)
     except EdgekitError as exc:  # a profiler that fails costs the section, not the run

@@ -19,7 +19,7 @@ from edgekit.artifacts.artifact import Artifact, load_artifact
 from edgekit.common.fileio import journal, write_json_atomic
 from edgekit.common.progress import Progress
 from edgekit.errors import UserInputError
-from edgekit.report import build_report
+from edgekit.report import render_report
 from edgekit.results import Results, Row, load_results
 from edgekit.run.cells import PoolResult
 from edgekit.run.config import RunConfig
@@ -77,14 +77,14 @@ def resume_run(
                                      "tuning", [])  # fmt: skip
         _keep_baselines(results, kept)
         write_json_atomic(partial / "results.json", results.to_dict())
-        build_report(partial)
+        advice = render_report(results, partial).recommendations
         backup = run_dir.with_name(f".{run_dir.name}.old")
         run_dir.rename(backup)
         partial.rename(run_dir)
         shutil.rmtree(backup, ignore_errors=True)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
-    return finish(results, run_dir, history, config)
+    return finish(results, run_dir, history, advice)
 
 
 class _Redo:
