@@ -107,8 +107,11 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec: Any) -> Any:
         new = MOVED_MODULES[spec.name]
-        warnings.warn(f"{spec.name} moved to {new}; the old path goes in the next release",
-                      MovedPathWarning, stacklevel=2)  # fmt: skip
+        warnings.warn(
+            f"{spec.name} moved to {new}; the old path goes in the next release",
+            MovedPathWarning,
+            stacklevel=2,
+        )
         module = importlib.import_module(new)
         self._spec = module.__spec__
         return module

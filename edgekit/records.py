@@ -196,14 +196,26 @@ class Timing:
     @classmethod
     def of(cls, record: Any) -> Timing:
         """A LatencyRecord's timing."""
-        return cls(record.status, dict(record.stats or {}), list(record.rounds_ms),
-                   list(record.round_sessions), record.noise_band, record.latency_fit)  # fmt: skip
+        return cls(
+            record.status,
+            dict(record.stats or {}),
+            list(record.rounds_ms),
+            list(record.round_sessions),
+            record.noise_band,
+            record.latency_fit,
+        )
 
     @classmethod
     def of_row(cls, row: Any) -> Timing:
         """A results row's timing (its ``latency`` is the record's ``stats``)."""
-        return cls("ok" if row.ok else row.status, dict(row.latency or {}), list(row.rounds_ms),
-                   list(row.round_sessions), row.noise_band, row.latency_fit)  # fmt: skip
+        return cls(
+            "ok" if row.ok else row.status,
+            dict(row.latency or {}),
+            list(row.rounds_ms),
+            list(row.round_sessions),
+            row.noise_band,
+            row.latency_fit,
+        )
 
 
 @dataclass

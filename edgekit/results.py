@@ -252,8 +252,12 @@ def check_run(run: dict[str, Any], where: str) -> None:
     if not isinstance(run["config"], dict):
         raise UserInputError(f"{where}.config: must be an object, got {run['config']!r:.60}")
     for index, profile in enumerate(run.get("profiles") or []):
-        check_fields(profile, PROFILE, f"{where}.profiles[{index}]",
-                     ("label", "method", "layers", "ops_ms", "total_ms"))  # fmt: skip
+        check_fields(
+            profile,
+            PROFILE,
+            f"{where}.profiles[{index}]",
+            ("label", "method", "layers", "ops_ms", "total_ms"),
+        )
     for model, shared in (run.get("flips_across") or {}).items():
         check_fields(shared, SHARED_FLIPS, f"{where}.flips_across.{model}", tuple(SHARED_FLIPS))
         check_each(shared["pairs"], PAIR, f"{where}.flips_across.{model}.pairs", tuple(PAIR))
@@ -263,12 +267,14 @@ def _check_accuracy(accuracy: dict[str, Any], where: str) -> None:
     check_fields(accuracy, ACCURACY, where, ("drop_points", "drop_ci"))
     if accuracy.get("flips"):
         check_fields(accuracy["flips"], FLIPS, f"{where}.flips", tuple(FLIPS)[:6])
-    check_each(accuracy.get("per_class") or [], CLASS_CHANGE, f"{where}.per_class",
-               tuple(CLASS_CHANGE))  # fmt: skip
+    check_each(
+        accuracy.get("per_class") or [], CLASS_CHANGE, f"{where}.per_class", tuple(CLASS_CHANGE)
+    )
     if accuracy.get("collapse"):
         check_fields(accuracy["collapse"], COLLAPSE, f"{where}.collapse", ("collapsed",))
-    check_each(accuracy.get("gallery") or [], FLIPPED_IMAGE, f"{where}.gallery",
-               tuple(FLIPPED_IMAGE))  # fmt: skip
+    check_each(
+        accuracy.get("gallery") or [], FLIPPED_IMAGE, f"{where}.gallery", tuple(FLIPPED_IMAGE)
+    )
 
 
 def check_row(entry: Any, where: str) -> Row:
@@ -281,8 +287,11 @@ def check_row(entry: Any, where: str) -> Row:
             raise UserInputError(f"{where}.{key}: must be {type_name(kind)}, got {value!r:.60}")
     if entry.get("accuracy"):
         _check_accuracy(entry["accuracy"], f"{where}.accuracy")
-    nested = (("coverage", COVERAGE, ("total_ops", "fast_ops")), ("memory", MEMORY, ("status",)),
-              ("latency_fit", LATENCY_FIT, tuple(LATENCY_FIT)))  # fmt: skip
+    nested = (
+        ("coverage", COVERAGE, ("total_ops", "fast_ops")),
+        ("memory", MEMORY, ("status",)),
+        ("latency_fit", LATENCY_FIT, tuple(LATENCY_FIT)),
+    )
     for key, spec, required in nested:
         if entry.get(key):
             check_fields(entry[key], spec, f"{where}.{key}", required)
@@ -293,8 +302,12 @@ def check_row(entry: Any, where: str) -> Row:
         aware = entry["accuracy_aware"]
         check_fields(aware, AWARE, f"{where}.accuracy_aware", tuple(AWARE)[:4])
         for index, step in enumerate(aware["steps"]):
-            check_fields(step, STEP, f"{where}.accuracy_aware.steps[{index}]",
-                         ("step", "keep_float", "drop_points", "drop_ci"))  # fmt: skip
+            check_fields(
+                step,
+                STEP,
+                f"{where}.accuracy_aware.steps[{index}]",
+                ("step", "keep_float", "drop_points", "drop_ci"),
+            )
     return Row.from_dict(entry)
 
 

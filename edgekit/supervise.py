@@ -95,8 +95,11 @@ def main() -> None:
             print("edgekit: interrupted", file=sys.stderr)
         sys.exit(130)
     if full is not None:
-        print(f"edgekit: error: {full}: No space left on device (the disk filled up while a "
-              "native library wrote there, and it ended the process)", file=sys.stderr)  # fmt: skip
+        print(
+            f"edgekit: error: {full}: No space left on device (the disk filled up while a "
+            "native library wrote there, and it ended the process)",
+            file=sys.stderr,
+        )
         sys.exit(2)
     if code != 0 and "#finished" not in lines:  # ended by a library, not by edgekit
         why = f"signal {-code}" if code < 0 else f"exit {code}"

@@ -89,8 +89,9 @@ def assert_flips(
     ``"2%"``) changed against the source model, or, by default, when the artifact collapsed."""
     from edgekit.measure.prediction_gates import FlipBound, PredictionBounds
 
-    bounds = PredictionBounds(max_flips=FlipBound.parse(str(max_flips)),
-                              fail_on_collapse=fail_on_collapse)  # fmt: skip
+    bounds = PredictionBounds(
+        max_flips=FlipBound.parse(str(max_flips)), fail_on_collapse=fail_on_collapse
+    )
     return _assert_predictions(artifact, data, device, bounds)
 
 

@@ -127,10 +127,11 @@ class _Simulator:
         self.layers = layers
         self.units = {layer.name: units[layer.name] for layer in layers}
         self.weighted = {
-            layer.name: self.units[layer.name] if layer.unit is layer.weighted
+            layer.name: self.units[layer.name]
+            if layer.unit is layer.weighted
             else self.units[layer.name][0]
             for layer in layers
-        }  # fmt: skip
+        }
         self.float_weights = {n: m.weight.detach().clone() for n, m in self.weighted.items()}
         self.int8_weights = {n: _fake_quant_weight(w) for n, w in self.float_weights.items()}
         self.x = torch.from_numpy(np.ascontiguousarray(x))
@@ -279,13 +280,27 @@ def plot(report: DebugReport, path: Path) -> Path:
     figure, axis = plt.subplots(figsize=(max(6.0, 0.45 * len(ordered) + 2), 4.5))
     worst = report.layers[0].name
     colors = ["tab:red" if name == worst else "tab:blue" for name in labels]
-    axis.bar(positions, finite([layer.only_db for layer in ordered]), color=colors, alpha=0.6,
-             label="only this layer int8 (model output)")  # fmt: skip
-    axis.plot(positions, finite([layer.cumulative_db for layer in ordered]), "k.-",
-              label="all int8: layer output (cumulative)")  # fmt: skip
+    axis.bar(
+        positions,
+        finite([layer.only_db for layer in ordered]),
+        color=colors,
+        alpha=0.6,
+        label="only this layer int8 (model output)",
+    )
+    axis.plot(
+        positions,
+        finite([layer.cumulative_db for layer in ordered]),
+        "k.-",
+        label="all int8: layer output (cumulative)",
+    )
     if report.crosscheck:
-        axis.plot(positions, finite([layer.artifact_db for layer in ordered]), "o--",
-                  color="tab:orange", label=f"{report.target}: {report.crosscheck}")  # fmt: skip
+        axis.plot(
+            positions,
+            finite([layer.artifact_db for layer in ordered]),
+            "o--",
+            color="tab:orange",
+            label=f"{report.target}: {report.crosscheck}",
+        )
     axis.axhline(report.all_int8_db, color="gray", linestyle=":", label="all int8: model output")
     axis.set_xticks(positions, labels, rotation=60, ha="right", fontsize=7)
     axis.set_ylabel("SQNR against fp32 (dB, higher is better)")

@@ -58,8 +58,13 @@ class SourceEntry:
 
     def to_dict(self) -> dict[str, Any]:
         """As the manifest writes it (what ``reload_model`` reads)."""
-        return {"name": self.name, "spec": self.spec, "framework": self.framework,
-                "digest": self.digest, "load_options": thawed(self.load_options)}  # fmt: skip
+        return {
+            "name": self.name,
+            "spec": self.spec,
+            "framework": self.framework,
+            "digest": self.digest,
+            "load_options": thawed(self.load_options),
+        }
 
 
 @dataclass(frozen=True)

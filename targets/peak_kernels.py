@@ -36,8 +36,12 @@ class Kernel:
         return 2 * self.size**3 / best_seconds(self.prepare(self.size, threads), budget_s) / 1e9
 
 
-def best_seconds(call: Call, budget_s: float = BUDGET_S, min_calls: int = MIN_CALLS,
-                 clock: Callable[[], float] = time.perf_counter) -> float:  # fmt: skip
+def best_seconds(
+    call: Call,
+    budget_s: float = BUDGET_S,
+    min_calls: int = MIN_CALLS,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
     """The fastest of repeated calls after one warm-up, for at least ``budget_s`` seconds."""
     call()
     best, calls, started = math.inf, 0, clock()

@@ -93,8 +93,9 @@ def _cuda_words(cuda: dict[str, Any]) -> str:
     if cuda.get("error"):
         return f"CUDA: none ({cuda['error']})"
     built = cuda.get("torch_cuda")
-    return "CUDA: none" + (f" (torch built for CUDA {built}, no GPU)" if built else
-                           " (torch built without CUDA)")  # fmt: skip
+    return "CUDA: none" + (
+        f" (torch built for CUDA {built}, no GPU)" if built else " (torch built without CUDA)"
+    )
 
 
 def _adb_words(adb: str | None, devices: list[dict[str, Any]], error: str) -> str:

@@ -89,19 +89,34 @@ def findings(profile: Any, base: Any | None, census: Census, placed: list, isa: 
     if off and total:
         kinds = Counter(census.ops[p.index].op for p in off)
         where = census.ops[off[0].index].where
-        causes.append((off_ms, f"{100 * off_ms / total:.0f} % of the time in {len(off)} ops off "
-                       f"the fast path ({', '.join(f'{k} x{n}' for k, n in kinds.items())}, on "
-                       f"{where})"))  # fmt: skip
+        causes.append(
+            (
+                off_ms,
+                f"{100 * off_ms / total:.0f} % of the time in {len(off)} ops off "
+                f"the fast path ({', '.join(f'{k} x{n}' for k, n in kinds.items())}, on "
+                f"{where})",
+            )
+        )
     for layer in profile.layers:
         if layer.name in (QUANT_GROUP, DATA_GROUP) and layer.ms and total:
-            causes.append((layer.ms, f"{100 * layer.ms / total:.0f} % of the time in {layer.name} "
-                           f"({len(layer.ops)} ops, {layer.ms:.3f} ms)"))  # fmt: skip
+            causes.append(
+                (
+                    layer.ms,
+                    f"{100 * layer.ms / total:.0f} % of the time in {layer.name} "
+                    f"({len(layer.ops)} ops, {layer.ms:.3f} ms)",
+                )
+            )
     overhead = total - profile.ops_ms
     if total and overhead > 0:
         tiny = f"; the model has only {all_macs / 1e6:.1f} M MACs" if all_macs < TINY_MACS else ""
         share = 100 * overhead / total
-        causes.append((overhead, f"per-invoke overhead {overhead:.3f} ms ({share:.0f} % of the "
-                       f"p50) outside the ops' own times{tiny}"))  # fmt: skip
+        causes.append(
+            (
+                overhead,
+                f"per-invoke overhead {overhead:.3f} ms ({share:.0f} % of the "
+                f"p50) outside the ops' own times{tiny}",
+            )
+        )
     if base is not None:
         causes += _slower_layers(profile, base)
     lines += [text for _, text in sorted(causes, key=lambda c: -c[0])]
@@ -128,8 +143,14 @@ def _slower_layers(profile: Any, base: Any) -> list[tuple[float, str]]:
 def explain_all(profiles: list, details: dict[str, tuple[Census, list]], isa: list[str]) -> None:
     """Fill each profile's speed-up over its target's fp32 profile and its explanation."""
     for profile in profiles:
-        base = next((p for p in profiles if p.target == profile.target and p.recipe == "fp32"
-                     and p is not profile), None)  # fmt: skip
+        base = next(
+            (
+                p
+                for p in profiles
+                if p.target == profile.target and p.recipe == "fp32" and p is not profile
+            ),
+            None,
+        )
         if base is not None:
             profile.speedup_vs_fp32 = speedup(base, profile)
         census, placed = details[profile.artifact]
@@ -138,8 +159,10 @@ def explain_all(profiles: list, details: dict[str, tuple[Census, list]], isa: li
 
 def hint(label: str, census: Census, base_label: str, ratio: dict) -> str:
     """One line for bench and run, from the census alone, when int8/fp16 is not faster."""
-    parts = [f"{label} is {ratio['verdict']} than {base_label} ({ratio['ratio']:.2f}x "
-             f"[{ratio['ci'][0]:.2f}, {ratio['ci'][1]:.2f}])"]  # fmt: skip
+    parts = [
+        f"{label} is {ratio['verdict']} than {base_label} ({ratio['ratio']:.2f}x "
+        f"[{ratio['ci'][0]:.2f}, {ratio['ci'][1]:.2f}])"
+    ]
     off = [op for op in census.ops if not op.fast]
     if off:
         parts.append(f"{len(off)} ops off the fast path ({', '.join(sorted({o.op for o in off}))})")
@@ -164,9 +187,18 @@ def not_faster_hints(items: list[dict[str, Any]]) -> dict[str, str]:
     for item in items:
         if item["recipe"] == "fp32" or not item["rounds_ms"]:
             continue
-        base = next((b for b in items if b["recipe"] == "fp32" and b["target"] == item["target"]
-                     and b["device"] == item["device"] and b["threads"] == item["threads"]
-                     and len(b["rounds_ms"]) == len(item["rounds_ms"])), None)  # fmt: skip
+        base = next(
+            (
+                b
+                for b in items
+                if b["recipe"] == "fp32"
+                and b["target"] == item["target"]
+                and b["device"] == item["device"]
+                and b["threads"] == item["threads"]
+                and len(b["rounds_ms"]) == len(item["rounds_ms"])
+            ),
+            None,
+        )
         if base is None:
             continue
         ratio = speedup(base, item)

@@ -81,9 +81,14 @@ def profile_artifacts(
         names = layer_names[key]
         layers = layers_of(census, placed, times, names, total)
         top = sorted(placed, key=lambda entry: -entry.ms)[:TOP_OPS] if times.events else []
-        top_ops = [{"op": entry.name, "ms": entry.ms,
-                    "layer": layers_of(census, [entry], times, names, total)[0].name}
-                   for entry in top]  # fmt: skip
+        top_ops = [
+            {
+                "op": entry.name,
+                "ms": entry.ms,
+                "layer": layers_of(census, [entry], times, names, total)[0].name,
+            }
+            for entry in top
+        ]
         profiles.append(
             ArtifactProfile(
                 artifact=str(artifact.path),
@@ -146,10 +151,16 @@ def layers_of(
     layers = []
     for name, entries in groups.items():
         share = summed[name] / profiled if profiled > 0 else 0.0
-        layers.append(LayerTime(
-            name=name, ms=summed[name], share=share, ops=[e.name for e in entries],
-            method=method, p50_ms=share * total_ms if total_ms else None,
-        ))  # fmt: skip
+        layers.append(
+            LayerTime(
+                name=name,
+                ms=summed[name],
+                share=share,
+                ops=[e.name for e in entries],
+                method=method,
+                p50_ms=share * total_ms if total_ms else None,
+            )
+        )
     return layers
 
 

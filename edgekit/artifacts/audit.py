@@ -246,8 +246,11 @@ def _expect(expect: str, macs: list[CensusOp], report: Audit) -> Check:
                 f"({_share(int8, macs)}): {_names(int8)}"
             )
         half = [op for op in floating if "fp16" in (op.compute, op.weights)]
-        other, have = (half, "fp16") if expect == "fp32" else (
-            [op for op in floating if op not in half], "fp32")  # fmt: skip
+        other, have = (
+            (half, "fp16")
+            if expect == "fp32"
+            else ([op for op in floating if op not in half], "fp32")
+        )
         if other:
             reasons.append(
                 f"{len(other)} of {len(macs)} conv/matmul ops have {have} weights or compute "

@@ -82,8 +82,16 @@ class ForeignOptions:
         return cls(**checked)
 
 
-MODEL_KEYS = ("layout", "input_shape", "input_size", "channels", "mean", "std", "scale",
-              "class_names")  # fmt: skip
+MODEL_KEYS = (
+    "layout",
+    "input_shape",
+    "input_size",
+    "channels",
+    "mean",
+    "std",
+    "scale",
+    "class_names",
+)
 
 
 def _text(value: Any, key: str, where: str) -> str:
@@ -310,8 +318,9 @@ def _image_preprocessing(
             )
         preprocessing["class_names"] = list(options.class_names)
     given = options.given()
-    inferred += [f"{key} {value} given" for key, value in given.items()
-                 if key in ("mean", "std", "scale")]  # fmt: skip
+    inferred += [
+        f"{key} {value} given" for key, value in given.items() if key in ("mean", "std", "scale")
+    ]
     if not any(k in given for k in ("mean", "std", "scale")):
         inferred.append("no normalisation given: images in [0, 1] fed as they are")
     return first, preprocessing, why_not

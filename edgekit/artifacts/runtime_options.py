@@ -42,8 +42,12 @@ def tuned_p50(manifest: Manifest, device: str, threads: int, p50_ms: float) -> d
     if tuned_threads(manifest, device) != threads:
         return None
     low, high = interval
-    return {"p50_ms": measured, "interval_ms": [low, high], "when": tuned.get("when"),
-            "within": low <= p50_ms <= high}  # fmt: skip
+    return {
+        "p50_ms": measured,
+        "interval_ms": [low, high],
+        "when": tuned.get("when"),
+        "within": low <= p50_ms <= high,
+    }
 
 
 def _numbers(value: Any, count: int) -> bool:

@@ -76,8 +76,12 @@ class _OneLine(logging.Handler):
     """edgekit's warnings (``logging.getLogger("edgekit")``) as one stderr line each."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        err_console.print(f"edgekit: warning: {record.getMessage()}", markup=False,
-                          highlight=False, soft_wrap=True)  # fmt: skip
+        err_console.print(
+            f"edgekit: warning: {record.getMessage()}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _mark_finished() -> None:
@@ -119,8 +123,12 @@ def main() -> None:
     except CLICK_ERRORS as exc:
         context = getattr(exc, "ctx", None)
         path = context.command_path if context is not None else "edgekit"
-        err_console.print(f"edgekit: error: {exc.format_message()} (see '{path} --help')",
-                          markup=False, highlight=False, soft_wrap=True)  # fmt: skip
+        err_console.print(
+            f"edgekit: error: {exc.format_message()} (see '{path} --help')",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         _finish(exc.exit_code)
     except BrokenPipeError:  # `edgekit ... | head` closed the pipe: what was read is enough
         _quiet_closed_stdout()
@@ -135,8 +143,12 @@ def main() -> None:
             _mark_finished()
             raise
         where = exc.filename or "edgekit"
-        err_console.print(f"edgekit: error: {where}: {exc.strerror or exc}", markup=False,
-                          highlight=False, soft_wrap=True)  # fmt: skip
+        err_console.print(
+            f"edgekit: error: {where}: {exc.strerror or exc}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         _finish(2)
     except (*CLICK_ABORTS, KeyboardInterrupt):
         err_console.print("edgekit: interrupted", markup=False, highlight=False)
@@ -150,12 +162,17 @@ def main() -> None:
 
         missing = missing_runtime(exc)  # neither onnxruntime extra installed: not a bug
         if missing is not None:
-            err_console.print(f"edgekit: error: {missing}", markup=False, highlight=False,
-                              soft_wrap=True)  # fmt: skip
+            err_console.print(
+                f"edgekit: error: {missing}", markup=False, highlight=False, soft_wrap=True
+            )
             _finish(2)
-        err_console.print(f"edgekit: internal error: {type(exc).__name__}: {first_line(exc)} "
-                          "(a bug in edgekit; rerun with --debug for the traceback)",
-                          markup=False, highlight=False, soft_wrap=True)  # fmt: skip
+        err_console.print(
+            f"edgekit: internal error: {type(exc).__name__}: {first_line(exc)} "
+            "(a bug in edgekit; rerun with --debug for the traceback)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         _finish(1)
     try:
         sys.stdout.flush()  # here, not at exit, where a closed pipe would go unexplained

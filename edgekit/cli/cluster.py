@@ -51,11 +51,14 @@ def start(
 
     if not head:
         raise UserInputError("cluster start: give --head (other machines: edgekit cluster join)")
-    record = start_node(True, port=port, node_ip=node_ip, num_cpus=num_cpus,
-                        extra_resources=_extra(resources))  # fmt: skip
+    record = start_node(
+        True, port=port, node_ip=node_ip, num_cpus=num_cpus, extra_resources=_extra(resources)
+    )
     devices = sorted(k for k in record.resources if k.startswith("edgekit_device_"))
-    console.print(f"head at {record.address} (pid {record.pid}); devices: "
-                  f"{', '.join(d.removeprefix('edgekit_device_') for d in devices)}")  # fmt: skip
+    console.print(
+        f"head at {record.address} (pid {record.pid}); devices: "
+        f"{', '.join(d.removeprefix('edgekit_device_') for d in devices)}"
+    )
     console.print(f"on other machines: edgekit cluster join {record.address}")
 
 
@@ -69,8 +72,9 @@ def join(
     """Join this machine (and its devices) to the cluster at ADDRESS."""
     from edgekit.cluster.nodes import start_node
 
-    record = start_node(False, address, node_ip=node_ip, num_cpus=num_cpus,
-                        extra_resources=_extra(resources))  # fmt: skip
+    record = start_node(
+        False, address, node_ip=node_ip, num_cpus=num_cpus, extra_resources=_extra(resources)
+    )
     console.print(f"joined {address} (pid {record.pid})")
 
 
@@ -105,10 +109,17 @@ def status(
             for k in res
             if k.startswith(("edgekit_adb_", "edgekit_gpu_"))
         ]
-        version = next((k.removeprefix("edgekit_version_") for k in res
-                        if k.startswith("edgekit_version_")), "?")  # fmt: skip
-        table.add_row(node["id"][:12], str(node["ip"]), f"{node['cpus']:g}",
-                      ", ".join(devices + extra), version)  # fmt: skip
+        version = next(
+            (k.removeprefix("edgekit_version_") for k in res if k.startswith("edgekit_version_")),
+            "?",
+        )
+        table.add_row(
+            node["id"][:12],
+            str(node["ip"]),
+            f"{node['cpus']:g}",
+            ", ".join(devices + extra),
+            version,
+        )
     console.print(table)
 
 
@@ -118,8 +129,10 @@ def stop() -> None:
     from edgekit.cluster.nodes import stop_nodes
 
     stopped = stop_nodes()
-    console.print(f"stopped {len(stopped)} node(s)" + (": " + ", ".join(
-        f"{r.role} pid {r.pid}" for r in stopped) if stopped else ""))  # fmt: skip
+    console.print(
+        f"stopped {len(stopped)} node(s)"
+        + (": " + ", ".join(f"{r.role} pid {r.pid}" for r in stopped) if stopped else "")
+    )
 
 
 @cluster_app.command("resources")

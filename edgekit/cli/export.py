@@ -116,10 +116,16 @@ def export(
 
         for name in targets:
             aware = export_accuracy_aware(
-                source, dataset, name, max_drop, output, calibration_samples, max_steps,
+                source,
+                dataset,
+                name,
+                max_drop,
+                output,
+                calibration_samples,
+                max_steps,
                 point_estimate=point_estimate,
                 bench_guard=None if noise_guard else NoiseGuard(enabled=False),
-            )  # fmt: skip
+            )
             if as_json:
                 written = {"path": str(aware.artifact.path), **aware.artifact.manifest.to_dict()}
                 print(json.dumps(written, indent=2))

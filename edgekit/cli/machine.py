@@ -46,8 +46,10 @@ def doctor(as_json: JsonOption = False) -> None:
     console.print(targets)
     for name, state in facts["targets"].items():
         if "xnnpack" in state:
-            console.print(f"XNNPACK in {name}'s runtime: {_yes(state['xnnpack'])} "
-                          f"(backends: {', '.join(state.get('backends', []))})")  # fmt: skip
+            console.print(
+                f"XNNPACK in {name}'s runtime: {_yes(state['xnnpack'])} "
+                f"(backends: {', '.join(state.get('backends', []))})"
+            )
     cuda = facts["cuda"]
     console.print(
         f"CUDA GPU: {cuda.get('device') if cuda['available'] else 'none'}; "

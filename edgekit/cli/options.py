@@ -41,8 +41,9 @@ def renamed(value: Any, old_value: Any, old: str, new: str) -> Any:
         raise UserInputError(f"{old} and {new} are one option: give {new} once")
     from edgekit.cli.console import err_console
 
-    err_console.print(f"edgekit: {old} is now {new}; {old} goes in the next release",
-                      soft_wrap=True)  # fmt: skip
+    err_console.print(
+        f"edgekit: {old} is now {new}; {old} goes in the next release", soft_wrap=True
+    )
     return old_value
 
 
@@ -75,10 +76,11 @@ SerialOption = Annotated[str | None, typer.Option("--serial", help="adb serial (
 TUNED = "tuned"
 RuntimeOptionsOption = Annotated[
     str,
-    typer.Option("--runtime-options",
-                 help="tuned: the options edgekit tune wrote into the manifest; default: "
-                      "edgekit's own"),
-]  # fmt: skip
+    typer.Option(
+        "--runtime-options",
+        help="tuned: the options edgekit tune wrote into the manifest; default: edgekit's own",
+    ),
+]
 ThreadsOption = Annotated[str, typer.Option("--threads", help="thread counts, e.g. 1,2")]
 RoundsOption = Annotated[
     int, typer.Option("--rounds", help="interleaved rounds, at least (each side one block each)")
@@ -325,9 +327,11 @@ def with_runtime_options(artifacts: list[Any], choice: str, device: str) -> list
         for artifact in artifacts:
             elsewhere = tuned_elsewhere(artifact.manifest, device)
             if elsewhere:
-                err_console.print(f"{artifact.path.name}: tuned on {elsewhere}, not this "
-                                  f"{cpu_model()}: opened with edgekit's defaults (edgekit "
-                                  "tune it here)")  # fmt: skip
+                err_console.print(
+                    f"{artifact.path.name}: tuned on {elsewhere}, not this "
+                    f"{cpu_model()}: opened with edgekit's defaults (edgekit "
+                    "tune it here)"
+                )
         return artifacts
     return [Artifact(a.path, without_tuning(a.manifest)) for a in artifacts]
 
@@ -342,6 +346,8 @@ def tuned_thread_count(artifacts: list[Any], device: str) -> str:
     if len(counts) == 1 and None not in counts:
         return str(counts.pop())
     if counts != {None}:
-        err_console.print(f"not every artifact was tuned here to one thread count on {device}; "
-                          "measuring at 1 (give --threads)")  # fmt: skip
+        err_console.print(
+            f"not every artifact was tuned here to one thread count on {device}; "
+            "measuring at 1 (give --threads)"
+        )
     return "1"

@@ -42,10 +42,12 @@ def profile(
     if runs < 1 or threads < 1 or rounds < 2:
         raise UserInputError("profile: --runs and --threads must be >= 1, --rounds >= 2")
     profiles = profile_artifacts(
-        resolve_artifacts(artifacts, foreign), threads, runs,
+        resolve_artifacts(artifacts, foreign),
+        threads,
+        runs,
         protocol=LatencyProtocol(rounds=rounds, precision=None),  # the layers, not a decision
         progress=None if as_json else lambda m: err_console.log(m),
-    )  # fmt: skip
+    )
     if plot is not None:
         from edgekit.report.plots import layer_plot
 
@@ -69,16 +71,18 @@ def show(profiles: list) -> None:
         table.add_row(*[cell or "-" for cell in row])
     console.print(table)
     if any(p.total_ms for p in profiles):
-        console.print(f"ms: {SCALING}; shares add up to 100 % per artifact", soft_wrap=True,
-                      highlight=False)  # fmt: skip
+        console.print(
+            f"ms: {SCALING}; shares add up to 100 % per artifact", soft_wrap=True, highlight=False
+        )
     for p in profiles:
         coverage = "" if p.coverage is None else f", {100 * p.coverage:.0f} % of"
         console.print(
             f"[bold]{p.label}[/] ({Path(p.artifact).name}): the profiler's op times summed to "
             f"{p.ops_ms:.3f} ms{coverage} the whole-model p50 "
             f"{p.total_ms or float('nan'):.3f} ms; {p.method}",
-            soft_wrap=True, highlight=False,
-        )  # fmt: skip
+            soft_wrap=True,
+            highlight=False,
+        )
         for line in p.explanation:
             console.print(f"  - {line}", soft_wrap=True, highlight=False)
         for note in p.notes:

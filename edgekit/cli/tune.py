@@ -51,17 +51,28 @@ def tune(
     loaded = [load_artifact(path) for path in artifacts]
     foreign = [a.path.name for a in loaded if a.foreign]
     if write and foreign:
-        raise UserInputError(f"{foreign[0]}: made by another tool, it has no edgekit manifest "
-                             "to write into; tune --no-write prints the winner")  # fmt: skip
+        raise UserInputError(
+            f"{foreign[0]}: made by another tool, it has no edgekit manifest "
+            "to write into; tune --no-write prints the winner"
+        )
     names = None if only is None else [name.strip() for name in only.split(",") if name.strip()]
     outcomes = tune_artifacts(
-        loaded, device=device, budget_s=budget_s, only=names, threads=threads,
-        guard=NoiseGuard(enabled=noise_guard), write=write,
+        loaded,
+        device=device,
+        budget_s=budget_s,
+        only=names,
+        threads=threads,
+        guard=NoiseGuard(enabled=noise_guard),
+        write=write,
         progress=None if as_json else lambda message: err_console.log(message),
-    )  # fmt: skip
+    )
     if as_json:
-        print(json.dumps([{"artifact": str(o.artifact.path), **o.tuned.to_dict()}
-                          for o in outcomes], indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                [{"artifact": str(o.artifact.path), **o.tuned.to_dict()} for o in outcomes],
+                indent=2,
+            )
+        )
         return
     for outcome in outcomes:
         tuned = outcome.tuned
@@ -70,31 +81,39 @@ def tune(
             table.add_column(column)
         for trial in tuned.trials:
             verdict = trial.verdict if trial.error is None else f"failed: {trial.error}"
-            table.add_row(trial.knob, str(trial.value), ratio_text(trial.ratio, trial.interval),
-                          verdict)  # fmt: skip
+            table.add_row(
+                trial.knob, str(trial.value), ratio_text(trial.ratio, trial.interval), verdict
+            )
         console.print(table)
         start = "the default" if only is None else "the options it started from"
         if tuned.changed:
-            console.print(f"best: {tuned.changed}; its time / {start}'s "
-                          f"{ratio_text(tuned.ratio, tuned.interval)}, p50 "
-                          f"{ms_or_dash(tuned.default_p50_ms)} -> {ms_or_dash(tuned.best_p50_ms)} "
-                          "ms")  # fmt: skip
+            console.print(
+                f"best: {tuned.changed}; its time / {start}'s "
+                f"{ratio_text(tuned.ratio, tuned.interval)}, p50 "
+                f"{ms_or_dash(tuned.default_p50_ms)} -> {ms_or_dash(tuned.best_p50_ms)} "
+                "ms"
+            )
         elif tuned.rejected is not None:
             winner = tuned.tied
-            console.print(f"best: {start}; the stages' winner {winner} against it at the end: "
-                          f"{tuned.final} {ratio_text(tuned.ratio, tuned.interval)}")  # fmt: skip
+            console.print(
+                f"best: {start}; the stages' winner {winner} against it at the end: "
+                f"{tuned.final} {ratio_text(tuned.ratio, tuned.interval)}"
+            )
         else:
             console.print(f"best: {start} (every other configuration was a tie or slower)")
         p50, interval = tuned.written_p50
         if interval is not None:
-            console.print(f"p50 of what was chosen: {p50:.3f} ms; another session's p50 should "
-                          f"fall in [{interval[0]:.3f}, {interval[1]:.3f}] ms (95 %, from "
-                          f"{FINAL_SESSIONS} sessions)")  # fmt: skip
+            console.print(
+                f"p50 of what was chosen: {p50:.3f} ms; another session's p50 should "
+                f"fall in [{interval[0]:.3f}, {interval[1]:.3f}] ms (95 %, from "
+                f"{FINAL_SESSIONS} sessions)"
+            )
         if tuned.untried:
             console.print(f"not tried within --budget-s: {', '.join(tuned.untried)}")
         console.print(f"searched in {tuned.elapsed_s:.0f} s of a {tuned.budget_s:.0f} s share")
-        code = get_target(outcome.artifact.target).runtime_code(outcome.artifact.path.name,
-                                                                tuned.best)  # fmt: skip
+        code = get_target(outcome.artifact.target).runtime_code(
+            outcome.artifact.path.name, tuned.best
+        )
         if code:
             console.print("in your app:", *code, sep="\n  ", soft_wrap=True, markup=False)
         if outcome.written:

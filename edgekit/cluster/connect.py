@@ -80,8 +80,12 @@ def connected(address: str) -> Iterator[Any]:
 def _join(ray: Any, address: str, runtime_env: dict[str, Any] | None = None) -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     with _quiet_stderr():
-        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR,
-                 runtime_env=runtime_env)  # fmt: skip
+        ray.init(
+            address=address,
+            log_to_driver=False,
+            logging_level=logging.ERROR,
+            runtime_env=runtime_env,
+        )
     _errors_to_stderr()
 
 
@@ -129,10 +133,12 @@ def cluster_nodes(address: str) -> list[dict[str, Any]]:
             if not node.get("Alive"):
                 continue
             resources = node.get("Resources", {})
-            nodes.append({
-                "id": node["NodeID"],
-                "ip": node.get("NodeManagerAddress"),
-                "cpus": resources.get("CPU", 0),
-                "edgekit": {k: v for k, v in resources.items() if k.startswith("edgekit_")},
-            })  # fmt: skip
+            nodes.append(
+                {
+                    "id": node["NodeID"],
+                    "ip": node.get("NodeManagerAddress"),
+                    "cpus": resources.get("CPU", 0),
+                    "edgekit": {k: v for k, v in resources.items() if k.startswith("edgekit_")},
+                }
+            )
         return nodes

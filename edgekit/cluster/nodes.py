@@ -50,8 +50,11 @@ def state_dir() -> Path:
 def node_resources(extra: dict[str, float] | None = None) -> dict[str, float]:
     from edgekit.devices import device_names, get_device
 
-    resources = {"edgekit_node": 1.0, "edgekit_bench_slot": 1.0,
-                 f"edgekit_version_{__version__}": 1.0}  # fmt: skip
+    resources = {
+        "edgekit_node": 1.0,
+        "edgekit_bench_slot": 1.0,
+        f"edgekit_version_{__version__}": 1.0,
+    }
     for name in device_names():
         resources.update(get_device(name).advertise())
     resources.update(extra or {})
@@ -99,20 +102,41 @@ def start_node(
         if temp_dir
         else Path("/tmp") / f"edgekit-ray-{os.getpid()}-{int(time.time())}"
     )
-    command = [ray_executable(), "start", "--block", "--node-ip-address", node_ip,
-               "--resources", json.dumps(resources), "--temp-dir", str(temp),
-               "--object-store-memory", str(OBJECT_STORE_MB << 20)]  # fmt: skip
+    command = [
+        ray_executable(),
+        "start",
+        "--block",
+        "--node-ip-address",
+        node_ip,
+        "--resources",
+        json.dumps(resources),
+        "--temp-dir",
+        str(temp),
+        "--object-store-memory",
+        str(OBJECT_STORE_MB << 20),
+    ]
     if num_cpus is not None:
         command += ["--num-cpus", str(num_cpus)]
     if head:
         # the dashboard and usage reporting are the head's to switch off
-        command += ["--head", "--port", str(port), "--include-dashboard=false",
-                    "--disable-usage-stats"]  # fmt: skip
+        command += [
+            "--head",
+            "--port",
+            str(port),
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ]
         address = f"{node_ip}:{port}"
     else:  # a second node on one machine needs its own ports for every agent
-        command += ["--address", str(address), "--dashboard-agent-listen-port=0",
-                    "--min-worker-port=0", "--max-worker-port=0", "--node-manager-port=0",
-                    "--include-log-monitor=false"]  # fmt: skip
+        command += [
+            "--address",
+            str(address),
+            "--dashboard-agent-listen-port=0",
+            "--min-worker-port=0",
+            "--max-worker-port=0",
+            "--node-manager-port=0",
+            "--include-log-monitor=false",
+        ]
     log = folder / f"node-{int(time.time() * 1000)}.log"
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     # A SIGTERMed node (edgekit cluster stop) first asks to be drained and waits up to this
@@ -121,11 +145,19 @@ def start_node(
     # immediate teardown"). With Ray's 30 s default, stop used up its whole grace every time.
     env.setdefault("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", "0")
     with open(log, "w") as handle:
-        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env,
-                                   start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            command, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
     _wait_ready(process, log)
-    record = NodeRecord(process.pid, "head" if head else "worker", str(address), str(temp),
-                        str(log), resources, time.time())  # fmt: skip
+    record = NodeRecord(
+        process.pid,
+        "head" if head else "worker",
+        str(address),
+        str(temp),
+        str(log),
+        resources,
+        time.time(),
+    )
     (folder / f"{process.pid}.json").write_text(json.dumps(asdict(record)))
     return record
 
@@ -137,8 +169,10 @@ def _wait_ready(process: subprocess.Popen, log: Path) -> None:
             return
         if process.poll() is not None:
             lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
-            reason = next((line for line in reversed(lines) if "rror" in line), lines[-1] if lines
-                          else f"exit {process.returncode}")  # fmt: skip
+            reason = next(
+                (line for line in reversed(lines) if "rror" in line),
+                lines[-1] if lines else f"exit {process.returncode}",
+            )
             raise UserInputError(f"ray start failed ({reason.strip()[:200]}); log: {log}")
         time.sleep(0.2)
     stop_process(process.pid)

@@ -103,8 +103,11 @@ def _imported_beside(location: Path) -> list[Path]:
 
 def runtime_env(base: dict[str, Any], shipped: list[str]) -> dict[str, Any]:
     """The job's runtime environment: the one it had, with the models' code added."""
-    return {**base, "py_modules": [*base.get("py_modules", []), *shipped],
-            "excludes": [*base.get("excludes", []), *EXCLUDES]}  # fmt: skip
+    return {
+        **base,
+        "py_modules": [*base.get("py_modules", []), *shipped],
+        "excludes": [*base.get("excludes", []), *EXCLUDES],
+    }
 
 
 def install_hint(missing: str, shipped: list[str]) -> str:

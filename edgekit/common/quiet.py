@@ -77,8 +77,11 @@ def quiet_native(also: tuple[str, ...] = ()) -> Iterator[Captured]:
             os.close(saved)
             sink.seek(0)
             captured.lines.extend(sink.read().decode(errors="replace").splitlines())
-            kept = [line for line in captured.lines if line.strip() and not CHATTER.search(line)
-                    and not (extra and extra.search(line))]  # fmt: skip
+            kept = [
+                line
+                for line in captured.lines
+                if line.strip() and not CHATTER.search(line) and not (extra and extra.search(line))
+            ]
             if captured.echo and kept:
                 sys.stderr.write("\n".join(kept) + "\n")
 

@@ -251,8 +251,10 @@ def fit_two_levels(log_rounds: np.ndarray, sessions: np.ndarray | list[int]) -> 
     if len(keys) < 2 or count < 2:
         # one session: the rounds are the units (no session variance can be seen)
         variance = round_var / len(labels)
-        fits = [LevelFit(float(values[s].mean()), variance, float(round_freedom), len(keys))
-                for s in range(count)]  # fmt: skip
+        fits = [
+            LevelFit(float(values[s].mean()), variance, float(round_freedom), len(keys))
+            for s in range(count)
+        ]
         return TwoLevelFit(fits, 0.0, round_var, rounds_mean)
     sessions_n = len(keys)
     pooled, freedom = _interaction(cells)
@@ -267,8 +269,15 @@ def fit_two_levels(log_rounds: np.ndarray, sessions: np.ndarray | list[int]) -> 
     fits = []
     for side in range(count):
         cell_var, side_freedom = (own[side], sessions_n - 1) if side in own else (pooled, freedom)
-        fits.append(LevelFit(float(cells[side].mean()), cell_var / sessions_n,
-                             float(side_freedom), sessions_n, side in own))  # fmt: skip
+        fits.append(
+            LevelFit(
+                float(cells[side].mean()),
+                cell_var / sessions_n,
+                float(side_freedom),
+                sessions_n,
+                side in own,
+            )
+        )
     session_var = max(pooled - round_var / rounds_mean, 0.0)
     return TwoLevelFit(fits, session_var, round_var, rounds_mean)
 

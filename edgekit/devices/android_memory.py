@@ -35,8 +35,11 @@ def _summary_totals(output: str) -> dict[str, int]:
     """The App Summary's ``TOTAL PSS: n  TOTAL RSS: n  TOTAL SWAP PSS: n`` line (Android 10 on),
     or its older ``TOTAL: n  TOTAL SWAP PSS: n`` (PSS only)."""
     found = {}
-    for key, pattern in (("pss_kb", r"TOTAL PSS:\s*([\d,]+)"), ("rss_kb", r"TOTAL RSS:\s*([\d,]+)"),
-                         ("pss_kb", r"^\s*TOTAL:\s*([\d,]+)")):  # fmt: skip
+    for key, pattern in (
+        ("pss_kb", r"TOTAL PSS:\s*([\d,]+)"),
+        ("rss_kb", r"TOTAL RSS:\s*([\d,]+)"),
+        ("pss_kb", r"^\s*TOTAL:\s*([\d,]+)"),
+    ):
         match = re.search(pattern, output, re.M)
         if match and key not in found:
             found[key] = _kb(match.group(1))
@@ -110,9 +113,11 @@ class RunnerMemory:
             while not ended.is_set():
                 pids = self._pids()
                 if len(pids) > 1:
-                    self.failure = (f"several processes named {self.process} on {self.serial} "
-                                    f"(pids {' '.join(map(str, pids))}): dumpsys cannot tell "
-                                    "which is this run")  # fmt: skip
+                    self.failure = (
+                        f"several processes named {self.process} on {self.serial} "
+                        f"(pids {' '.join(map(str, pids))}): dumpsys cannot tell "
+                        "which is this run"
+                    )
                     return
                 if pids:
                     self._read(pids[0])

@@ -67,9 +67,16 @@ class HostDevice(Device):
         timeout_s: float,
         synthetic_delay_ms: float | None = None,
     ) -> BlockTimer:
-        timer = artifact_timer(artifact, self.accelerator.value, threads, sample, protocol,
-                               timeout_s, session_options=self.session_options(artifact),
-                               synthetic_delay_ms=synthetic_delay_ms)  # fmt: skip
+        timer = artifact_timer(
+            artifact,
+            self.accelerator.value,
+            threads,
+            sample,
+            protocol,
+            timeout_s,
+            session_options=self.session_options(artifact),
+            synthetic_delay_ms=synthetic_delay_ms,
+        )
         timer.runtime = self.annotate(timer.runtime)
         return timer
 

@@ -36,8 +36,9 @@ from edgekit.worker.latency import LatencyProtocol, NoiseGuard
 DEFAULT_MAX_STEPS = 4
 STEPS_DIR = ".accuracy-aware"
 # two sessions of a fixed plan: the steps' ratios are advice beside the drop, not a decision
-STEP_PROTOCOL = LatencyProtocol(warmup=5, min_runs=30, min_seconds=0.3, max_seconds=10.0, rounds=8,
-                         sessions=2, precision=None)  # fmt: skip
+STEP_PROTOCOL = LatencyProtocol(
+    warmup=5, min_runs=30, min_seconds=0.3, max_seconds=10.0, rounds=8, sessions=2, precision=None
+)
 
 
 @dataclass
@@ -116,8 +117,15 @@ def export_accuracy_aware(
                     break  # every ranked layer is float already
                 added = [name for name in island if name not in keep]
                 keep += added
-            artifact = _export_step(source, dataset, target, keep, scratch / f"step{index}",
-                                    calibration_samples, validation_samples)  # fmt: skip
+            artifact = _export_step(
+                source,
+                dataset,
+                target,
+                keep,
+                scratch / f"step{index}",
+                calibration_samples,
+                validation_samples,
+            )
             step = _measure(artifact, selection, baseline, dataset, index, keep, added)
             steps.append(step)
             artifacts.append(artifact)
@@ -131,8 +139,16 @@ def export_accuracy_aware(
         within = not _over(
             evaluation["drop_points"], evaluation["drop_ci"][1], max_drop, point_estimate
         )
-        final = _promote(artifacts[chosen], Path(out_dir), steps, chosen, max_drop, evaluation,
-                         within, point_estimate)  # fmt: skip
+        final = _promote(
+            artifacts[chosen],
+            Path(out_dir),
+            steps,
+            chosen,
+            max_drop,
+            evaluation,
+            within,
+            point_estimate,
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     warnings = []

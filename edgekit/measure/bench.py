@@ -52,12 +52,20 @@ def session_memory(record: LatencyRecord, figures: dict[str, Any] | None) -> dic
     from edgekit.measure.memory import cannot_tell, dumpsys_record, memory_record
 
     if figures is not None and figures.get("source") == DUMPSYS:  # a phone's runner, read aside
-        return dumpsys_record(record.label, record.device, record.threads, figures,
-                              record.artifact, record.target).to_dict()  # fmt: skip
+        return dumpsys_record(
+            record.label, record.device, record.threads, figures, record.artifact, record.target
+        ).to_dict()
     if figures is None or "invoke_peak_kb" not in figures:
         return cannot_tell(record.label, record.device, record.threads).to_dict()
-    memory = memory_record(record.label, record.device, record.threads, figures,
-                           record.artifact, record.target, timing_session=True)  # fmt: skip
+    memory = memory_record(
+        record.label,
+        record.device,
+        record.threads,
+        figures,
+        record.artifact,
+        record.target,
+        timing_session=True,
+    )
     if memory.leak:
         low, high = memory.leak_interval
         record.warnings.append(
@@ -173,8 +181,9 @@ def bench_artifacts(
     for artifact, record in zip(loaded, records, strict=True):
         record.traits = traits_of(record.runtime).to_dict()
         if record.status == "ok":
-            record.tuned_p50 = tuned_p50(artifact.manifest, where.name, threads,
-                                         record.stats["p50_ms"])  # fmt: skip
+            record.tuned_p50 = tuned_p50(
+                artifact.manifest, where.name, threads, record.stats["p50_ms"]
+            )
     extra = [record for _, record in baselines.values()]
     for record in extra:
         record.traits = get_device(DEFAULT_DEVICE).traits(record.runtime).to_dict()

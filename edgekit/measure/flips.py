@@ -47,8 +47,10 @@ class Collapse:
         """Why the artifact collapsed at ``share``, or "" when it did not."""
         scale, spread = self.output_scale, self.output_spread
         if spread == 0.0 or spread <= CONSTANT_SPREAD * scale:
-            return (f"nearly constant outputs: their spread across inputs is {spread:.3g}, "
-                    f"{spread / scale if scale else 0.0:.2g} of their mean magnitude")  # fmt: skip
+            return (
+                f"nearly constant outputs: their spread across inputs is {spread:.3g}, "
+                f"{spread / scale if scale else 0.0:.2g} of their mean magnitude"
+            )
         # the source giving that class as often explains it; without a source, two classes can
         source = self.source_share
         unexplained = self.classes >= 3 if source is None else source < SOURCE_SHARE_LIMIT
@@ -87,12 +89,18 @@ def per_class(
     for index in (index for index in range(len(names)) if np.any(labels == index)):
         mask = labels == index
         base, art = baseline_correct[mask], artifact_correct[mask]
-        changes.append(ClassChange(
-            name=names[index], images=int(mask.sum()), baseline_top1=float(base.mean()),
-            top1=float(art.mean()), drop_points=100.0 * float(base.mean() - art.mean()),
-            drop_ci=paired_bootstrap_drop(base, art, confidence),
-            p_value=mcnemar_exact(base, art)["p_value"], p_adjusted=1.0,
-        ))  # fmt: skip
+        changes.append(
+            ClassChange(
+                name=names[index],
+                images=int(mask.sum()),
+                baseline_top1=float(base.mean()),
+                top1=float(art.mean()),
+                drop_points=100.0 * float(base.mean() - art.mean()),
+                drop_ci=paired_bootstrap_drop(base, art, confidence),
+                p_value=mcnemar_exact(base, art)["p_value"],
+                p_adjusted=1.0,
+            )
+        )
     if not changes:
         return []
     adjusted = stats.false_discovery_control([change.p_value for change in changes])
@@ -136,9 +144,16 @@ def flip_risk(
         if images == 0:
             continue
         interval = stats.binomtest(count, images).proportion_ci(confidence)
-        curve.append({"margin_low": float(edges[index]), "margin_high": float(edges[index + 1]),
-                      "images": images, "flipped": count, "rate": count / images,
-                      "rate_ci": [float(interval.low), float(interval.high)]})  # fmt: skip
+        curve.append(
+            {
+                "margin_low": float(edges[index]),
+                "margin_high": float(edges[index + 1]),
+                "images": images,
+                "flipped": count,
+                "rate": count / images,
+                "rate_ci": [float(interval.low), float(interval.high)],
+            }
+        )
     return curve
 
 
@@ -187,7 +202,13 @@ def shared_flips(flipped: dict[str, list[int]]) -> dict[str, Any]:
     pairs = []
     for (first, a), (second, b) in combinations(sets.items(), 2):
         union = a | b
-        pairs.append({"a": first, "b": second, "both": len(a & b),
-                      "jaccard": len(a & b) / len(union) if union else 1.0})  # fmt: skip
+        pairs.append(
+            {
+                "a": first,
+                "b": second,
+                "both": len(a & b),
+                "jaccard": len(a & b) / len(union) if union else 1.0,
+            }
+        )
     every = set.intersection(*sets.values()) if sets else set()
     return {"pairs": pairs, "flipped_by_all": sorted(every)}

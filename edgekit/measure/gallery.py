@@ -61,11 +61,12 @@ def flip_gallery(
         {
             "index": int(i),
             "label": names[int(labels[i])],
-            "way": "right to wrong" if baseline_top[i] == labels[i] else (
-                "wrong to right" if artifact_top[i] == labels[i] else "wrong to another wrong"),
+            "way": "right to wrong"
+            if baseline_top[i] == labels[i]
+            else ("wrong to right" if artifact_top[i] == labels[i] else "wrong to another wrong"),
             "source_top3": top3(baseline[i], names),
             "artifact_top3": top3(outputs[i], names),
             "png": thumbnail_png(images[i]),
         }
         for i in chosen
-    ]  # fmt: skip
+    ]

@@ -211,8 +211,9 @@ def latency_regression(
             extra = {"synthetic_delay_ms": delay} if delay else {}
             timers.append(where.timer(artifact, threads, None, protocol, 600.0, **extra))
             records.append(LatencyRecord.for_artifact(artifact, where.name, threads))
-        result = measure_interleaved(timers, records, protocol, guard, None,
-                         lambda partial: latency_decided(partial, bound))  # fmt: skip
+        result = measure_interleaved(
+            timers, records, protocol, guard, None, lambda partial: latency_decided(partial, bound)
+        )
     finally:
         for timer in timers:
             timer.close()
@@ -245,9 +246,15 @@ def latency_regression(
         bound,
         high <= bound,
         detail,
-        {"ratio": ratio, "ratio_ci": [low, high], "decided": decided, "rounds": pool["rounds"],
-         "sessions": pool["sessions"], "stopped": pool["stopped"]},
-    )  # fmt: skip
+        {
+            "ratio": ratio,
+            "ratio_ci": [low, high],
+            "decided": decided,
+            "rounds": pool["rounds"],
+            "sessions": pool["sessions"],
+            "stopped": pool["stopped"],
+        },
+    )
 
 
 def run_latency_gates(
@@ -288,8 +295,18 @@ def run_latency_gates(
                 threads=row.threads or 1,
                 protocol=protocol,
             )
-            gates.append(GateResult(row.key, gate.device, gate.gate, gate.measured, gate.bound,
-                                    gate.passed, gate.detail, gate.figures))  # fmt: skip
+            gates.append(
+                GateResult(
+                    row.key,
+                    gate.device,
+                    gate.gate,
+                    gate.measured,
+                    gate.bound,
+                    gate.passed,
+                    gate.detail,
+                    gate.figures,
+                )
+            )
             continue
         mismatch = machine_mismatch(row.fingerprint, then["fingerprint"], f"{row.key}")
         if mismatch and not across_machines:

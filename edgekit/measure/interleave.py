@@ -138,8 +138,10 @@ class Interleaved:
         alive = self.alive
         chosen = pairs or [(a, b) for i, a in enumerate(alive) for b in alive[i + 1 :]]
         live = [(a, b) for a, b in chosen if a not in self.failed and b not in self.failed]
-        widths = [relative_half_width(interval, ratio)
-                  for ratio, interval in (self.ratio(a, b) for a, b in live)]  # fmt: skip
+        widths = [
+            relative_half_width(interval, ratio)
+            for ratio, interval in (self.ratio(a, b) for a, b in live)
+        ]
         return max(widths, default=0.0)
 
     def summary(self) -> dict[str, object]:

@@ -63,10 +63,15 @@ def measure_memory(
     resident set over as many invokes as fit in ``seconds`` (at most ``invokes``, sampled at
     ``points`` moments). ``bench`` gets the same parts from its timing sessions."""
     if not device.tells_memory:
-        return cannot_tell(artifact.label, device.name, threads,
-                           device.no_memory_probe or f"{device.name}: edgekit's memory probe runs "
-                           "on the host's devices (bench reports what a device's own sessions "
-                           "tell)")  # fmt: skip
+        return cannot_tell(
+            artifact.label,
+            device.name,
+            threads,
+            device.no_memory_probe
+            or f"{device.name}: edgekit's memory probe runs "
+            "on the host's devices (bench reports what a device's own sessions "
+            "tell)",
+        )
     request = {
         "mode": "memory",
         "what": "artifact",
@@ -91,8 +96,9 @@ def measure_memory(
         return record
     finally:
         worker.close()
-    return memory_record(artifact.label, device.name, threads, figures, artifact.path,
-                         artifact.target)  # fmt: skip
+    return memory_record(
+        artifact.label, device.name, threads, figures, artifact.path, artifact.target
+    )
 
 
 def cannot_tell(label: str, device: str, threads: int, why: str | None = None) -> MemoryRecord:
@@ -126,9 +132,15 @@ def leak_floor(samples: list[list[int]], timing_session: bool) -> float:
     return max(LEAK_FLOOR_KB_PER_1K, 2 * PAGE_KB * 1000.0 / max(per_sample, 1.0))
 
 
-def memory_record(label: str, device: str, threads: int, figures: dict[str, Any],
-                  path: str | Path, target: str,
-                  timing_session: bool = False) -> MemoryRecord:  # fmt: skip
+def memory_record(
+    label: str,
+    device: str,
+    threads: int,
+    figures: dict[str, Any],
+    path: str | Path,
+    target: str,
+    timing_session: bool = False,
+) -> MemoryRecord:
     """The parts from a session's figures (kB, from ``edgekit.worker.memory``) and the file's
     own facts: its size, and what its runtime plans for activations."""
     record = MemoryRecord(label, device, threads)
@@ -137,8 +149,10 @@ def memory_record(label: str, device: str, threads: int, figures: dict[str, Any]
     if figures.get("note"):  # where the figures come from, when not a plain process
         record.notes.append(str(figures["note"]))
     if figures.get("floor_kb") is None:
-        record.notes.append(f"no trivial {target} model loaded here (none shipped, or it "
-                            "failed): the floor is the process before the file loaded")  # fmt: skip
+        record.notes.append(
+            f"no trivial {target} model loaded here (none shipped, or it "
+            "failed): the floor is the process before the file loaded"
+        )
     return record
 
 
@@ -149,8 +163,9 @@ def _file_facts(path: str | Path, target: str) -> tuple[int, int | None, str]:
     return stat.st_size, planned, source
 
 
-def dumpsys_record(label: str, device: str, threads: int, figures: dict[str, Any],
-                   path: str | Path, target: str) -> MemoryRecord:  # fmt: skip
+def dumpsys_record(
+    label: str, device: str, threads: int, figures: dict[str, Any], path: str | Path, target: str
+) -> MemoryRecord:
     """A phone's runner as ``dumpsys meminfo`` read its process while it ran (figures in kB,
     from ``edgekit.devices.android_memory``): its TOTAL RSS is the process's peak as sampled,
     its TOTAL PSS beside it, and the file's own facts. No trivial model runs
@@ -167,15 +182,22 @@ def dumpsys_record(label: str, device: str, threads: int, figures: dict[str, Any
     record.file_mb = size / 2**20
     record.planned_mb = None if planned is None else planned / 2**20
     record.runner_mb = dict(figures.get("runner_mb") or {})
-    record.notes.append(f"{where}: TOTAL RSS and TOTAL PSS read once, during the runner's "
-                        "untimed first run; no trivial model runs there, so the runtime's floor, "
-                        "the model's share and its residual are not measured")  # fmt: skip
+    record.notes.append(
+        f"{where}: TOTAL RSS and TOTAL PSS read once, during the runner's "
+        "untimed first run; no trivial model runs there, so the runtime's floor, "
+        "the model's share and its residual are not measured"
+    )
     return record
 
 
-def _parts(record: MemoryRecord, figures: dict[str, Any], file_bytes: int,
-           planned_bytes: int | None, planned_source: str,
-           timing_session: bool = False) -> None:  # fmt: skip
+def _parts(
+    record: MemoryRecord,
+    figures: dict[str, Any],
+    file_bytes: int,
+    planned_bytes: int | None,
+    planned_source: str,
+    timing_session: bool = False,
+) -> None:
     """The parts from the probe's figures (kB) and the file's own facts (bytes)."""
     floor_kb = figures["floor_kb"] if figures["floor_kb"] is not None else figures["before_load_kb"]
     record.process_peak_mb = (figures.get("process_peak_kb") or figures["invoke_peak_kb"]) / MB
@@ -193,8 +215,10 @@ def _parts(record: MemoryRecord, figures: dict[str, Any], file_bytes: int,
         "weights and the session's own structures"
     )
     if record.residual_mb < 0:  # a part larger than the whole: the file was not all read
-        record.residual_is = ("below zero: part of the file never became resident (the runtime "
-                              "maps it and reads only the pages it needs)")  # fmt: skip
+        record.residual_is = (
+            "below zero: part of the file never became resident (the runtime "
+            "maps it and reads only the pages it needs)"
+        )
     record.load_mb = (figures["loaded_kb"] - figures["before_load_kb"]) / MB
     record.invoke_mb = (figures["invoke_peak_kb"] - figures["loaded_kb"]) / MB
     record.retained_mb = (figures["released_kb"] - floor_kb) / MB
@@ -207,5 +231,7 @@ def _parts(record: MemoryRecord, figures: dict[str, Any], file_bytes: int,
         record.leak_floor = leak_floor(samples, timing_session)
         record.leak = slope[1][0] > record.leak_floor
     if not figures.get("peak_resettable", True):
-        record.notes.append("the kernel refused to reset the peak (/proc/self/clear_refs): "
-                            "each peak is the process's since it started")  # fmt: skip
+        record.notes.append(
+            "the kernel refused to reset the peak (/proc/self/clear_refs): "
+            "each peak is the process's since it started"
+        )

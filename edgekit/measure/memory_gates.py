@@ -30,37 +30,69 @@ class MemoryBounds:
     @property
     def measured(self) -> bool:
         """Whether any bound needs a session's memory (the size alone needs none)."""
-        return any(b is not None for b in (self.max_peak_mb, self.max_leak_kb_per_1k,
-                                           self.max_memory_regression))  # fmt: skip
+        return any(
+            b is not None
+            for b in (self.max_peak_mb, self.max_leak_kb_per_1k, self.max_memory_regression)
+        )
 
 
-def memory_gates(memory: MemoryRecord, size_bytes: int, bounds: MemoryBounds,
-                 reference: MemoryRecord | None = None) -> list[GateResult]:  # fmt: skip
+def memory_gates(
+    memory: MemoryRecord,
+    size_bytes: int,
+    bounds: MemoryBounds,
+    reference: MemoryRecord | None = None,
+) -> list[GateResult]:
     """Each bound given, as a gate; a memory that could not be measured fails the gates that
     need it, with why."""
     gates = []
     if bounds.max_size_kb is not None:
         size_kb = size_bytes / 1024
-        gates.append(GateResult(memory.label, memory.device, "size KB", size_kb,
-                                bounds.max_size_kb, size_kb <= bounds.max_size_kb))  # fmt: skip
+        gates.append(
+            GateResult(
+                memory.label,
+                memory.device,
+                "size KB",
+                size_kb,
+                bounds.max_size_kb,
+                size_kb <= bounds.max_size_kb,
+            )
+        )
     if not bounds.measured:
         return gates
     if memory.status != "ok" or memory.model_mb is None:
         why = memory.error or (memory.notes[0] if memory.notes else memory.status)
-        for gate, bound in (("model's peak MB", bounds.max_peak_mb),
-                            ("leak kB per 1k invokes", bounds.max_leak_kb_per_1k),
-                            ("memory regression %", bounds.max_memory_regression)):  # fmt: skip
+        for gate, bound in (
+            ("model's peak MB", bounds.max_peak_mb),
+            ("leak kB per 1k invokes", bounds.max_leak_kb_per_1k),
+            ("memory regression %", bounds.max_memory_regression),
+        ):
             if bound is not None:
-                gates.append(GateResult(memory.label, memory.device, gate, float("nan"), bound,
-                                        False, f"not measured: {why}"))  # fmt: skip
+                gates.append(
+                    GateResult(
+                        memory.label,
+                        memory.device,
+                        gate,
+                        float("nan"),
+                        bound,
+                        False,
+                        f"not measured: {why}",
+                    )
+                )
         return gates
     if bounds.max_peak_mb is not None:
-        gates.append(GateResult(
-            memory.label, memory.device, "model's peak MB", memory.model_mb, bounds.max_peak_mb,
-            memory.model_mb <= bounds.max_peak_mb,
-            f"above the runtime's floor of {memory.floor_mb:.1f} MB (process peak "
-            f"{memory.process_peak_mb:.1f} MB)", memory.to_dict(),
-        ))  # fmt: skip
+        gates.append(
+            GateResult(
+                memory.label,
+                memory.device,
+                "model's peak MB",
+                memory.model_mb,
+                bounds.max_peak_mb,
+                memory.model_mb <= bounds.max_peak_mb,
+                f"above the runtime's floor of {memory.floor_mb:.1f} MB (process peak "
+                f"{memory.process_peak_mb:.1f} MB)",
+                memory.to_dict(),
+            )
+        )
     if bounds.max_leak_kb_per_1k is not None:
         gates.append(_leak_gate(memory, bounds.max_leak_kb_per_1k))
     if bounds.max_memory_regression is not None and reference is not None:
@@ -70,29 +102,52 @@ def memory_gates(memory: MemoryRecord, size_bytes: int, bounds: MemoryBounds,
 
 def _leak_gate(memory: MemoryRecord, bound: float) -> GateResult:
     if memory.leak_interval is None:
-        return GateResult(memory.label, memory.device, "leak kB per 1k invokes", float("nan"),
-                          bound, False, f"too few samples over {memory.invokes} invokes for a "
-                          "slope")  # fmt: skip
+        return GateResult(
+            memory.label,
+            memory.device,
+            "leak kB per 1k invokes",
+            float("nan"),
+            bound,
+            False,
+            f"too few samples over {memory.invokes} invokes for a slope",
+        )
     low, high = memory.leak_interval
     return GateResult(
-        memory.label, memory.device, "leak kB per 1k invokes", memory.leak_kb_per_1k, bound,
+        memory.label,
+        memory.device,
+        "leak kB per 1k invokes",
+        memory.leak_kb_per_1k,
+        bound,
         high <= bound,
         f"95% interval [{low:.2f}, {high:.2f}] over {memory.invokes} invokes (the upper end is "
-        "gated)", {"leak_interval": [low, high], "invokes": memory.invokes},
-    )  # fmt: skip
+        "gated)",
+        {"leak_interval": [low, high], "invokes": memory.invokes},
+    )
 
 
 def _regression_gate(memory: MemoryRecord, reference: MemoryRecord, bound: float) -> GateResult:
     if reference.status != "ok" or not reference.model_mb:
-        return GateResult(memory.label, memory.device, "memory regression %", float("nan"),
-                          bound, False, f"the reference {reference.label}: "
-                          f"{reference.error or 'no model share measured'}")  # fmt: skip
+        return GateResult(
+            memory.label,
+            memory.device,
+            "memory regression %",
+            float("nan"),
+            bound,
+            False,
+            f"the reference {reference.label}: {reference.error or 'no model share measured'}",
+        )
     change = 100.0 * (memory.model_mb / reference.model_mb - 1.0)
     return GateResult(
-        memory.label, memory.device, "memory regression %", change, bound, change <= bound,
+        memory.label,
+        memory.device,
+        "memory regression %",
+        change,
+        bound,
+        change <= bound,
         f"model's share {memory.model_mb:.2f} MB against {reference.model_mb:.2f} MB of "
-        f"{reference.label}", {"reference_model_mb": reference.model_mb},
-    )  # fmt: skip
+        f"{reference.label}",
+        {"reference_model_mb": reference.model_mb},
+    )
 
 
 def run_memory_gates(results: Results, bounds: MemoryBounds) -> list[GateResult]:

@@ -184,8 +184,9 @@ class MachinePeaks:
         """``run["peak_kernels"]``: what gave each peak (a kernel, or the row that raised it)."""
         return {threads: entry["peaks"] for threads, entry in self.entries.items()}
 
-    def share(self, threads: int | None, arithmetic: str, rate: float, by: str,
-              label: str) -> float | None:  # fmt: skip
+    def share(
+        self, threads: int | None, arithmetic: str, rate: float, by: str, label: str
+    ) -> float | None:
         """``rate`` over the peak, raising the peak (here and in the cache) to ``rate`` where it
         is faster: ``by`` names what ran (a row's key), ``label`` how the report names it."""
         peak = self.peak(threads, arithmetic)

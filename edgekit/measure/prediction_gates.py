@@ -96,8 +96,10 @@ def prediction_gates(record: AccuracyRecord, bounds: PredictionBounds) -> list[G
         results.append(GateResult(name, device, what, changed, limit, changed <= limit, detail))
     if bounds.fail_on_collapse:
         if not record.collapse:
-            raise UserInputError(f"{record.artifact}: no collapse figures (evaluated by an older "
-                                 "edgekit: evaluate it again)")  # fmt: skip
+            raise UserInputError(
+                f"{record.artifact}: no collapse figures (evaluated by an older "
+                "edgekit: evaluate it again)"
+            )
         found = Collapse.from_dict(record.collapse)
         reason = found.judged(bounds.collapse_share)
         detail = reason or (
@@ -105,8 +107,11 @@ def prediction_gates(record: AccuracyRecord, bounds: PredictionBounds) -> list[G
             f"{found.dominant_share:.0%} of the inputs"
         )
         what = f"collapse (share of the top class, max {bounds.collapse_share:g})"
-        results.append(GateResult(name, device, what, found.dominant_share,
-                                  bounds.collapse_share, not reason, detail))  # fmt: skip
+        results.append(
+            GateResult(
+                name, device, what, found.dominant_share, bounds.collapse_share, not reason, detail
+            )
+        )
     return results
 
 
@@ -119,15 +124,16 @@ def _class_drop_gate(record: AccuracyRecord, points: float, point_estimate: bool
 
     def said(change: dict) -> str:
         low, high = change["drop_ci"]
-        return (f"class {change['name']!r}: drop "
-                f"{change['drop_points']:.2f} [{low:.2f}, {high:.2f}] points on "
-                f"{change['images']} images, adjusted p={change['p_adjusted']:.3g}")  # fmt: skip
+        return (
+            f"class {change['name']!r}: drop "
+            f"{change['drop_points']:.2f} [{low:.2f}, {high:.2f}] points on "
+            f"{change['images']} images, adjusted p={change['p_adjusted']:.3g}"
+        )
 
     detail = "; ".join(said(change) for change in (over or [classes[worst]]))
     detail += f" ({record.per_class_correction})" if record.per_class_correction else ""
     what = f"worst class {budget.figure}" + f" ({record.confidence:.0%})" * budget.on_upper_bound
-    return GateResult(record.label, record.device, what, measured[worst], points,
-                      not over, detail)  # fmt: skip
+    return GateResult(record.label, record.device, what, measured[worst], points, not over, detail)
 
 
 def run_prediction_gates(results: Results, bounds: PredictionBounds) -> list[GateResult]:

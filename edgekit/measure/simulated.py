@@ -15,8 +15,14 @@ class SimulatedMachine:
     """The shared machine: one log offset per round (every side's block of a round sees it),
     and simulated seconds: a block takes ``block_s``, reopening a side ``reopen_s``."""
 
-    def __init__(self, rng: np.random.Generator, sides: int, drift_sd: float = 0.3,
-                 block_s: float = 0.1, reopen_s: float = 1.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        rng: np.random.Generator,
+        sides: int,
+        drift_sd: float = 0.3,
+        block_s: float = 0.1,
+        reopen_s: float = 1.0,
+    ) -> None:
         self.rng, self.sides, self.drift_sd = rng, sides, drift_sd
         self.block_s, self.reopen_s = block_s, reopen_s
         self.blocks = 0
@@ -39,16 +45,21 @@ class SimulatedSide(BlockTimer):
     """A side of true latency ``true_ms``: each session lands at a log offset of sd
     ``session_sd``, each block scatters by ``round_sd`` around it, on the shared machine."""
 
-    def __init__(self, label: str, true_ms: float, session_sd: float, round_sd: float,
-                 machine: SimulatedMachine) -> None:  # fmt: skip
+    def __init__(
+        self,
+        label: str,
+        true_ms: float,
+        session_sd: float,
+        round_sd: float,
+        machine: SimulatedMachine,
+    ) -> None:
         self.label, self.true_ms, self.warm_ms, self.runtime = label, true_ms, 1.0, {}
         self.session_sd, self.round_sd, self.machine = session_sd, round_sd, machine
         self.session = float(machine.rng.normal(0.0, session_sd))
 
     def reopen(self) -> BlockTimer:
         self.machine.now += self.machine.reopen_s
-        return SimulatedSide(self.label, self.true_ms, self.session_sd, self.round_sd,
-                             self.machine)  # fmt: skip
+        return SimulatedSide(self.label, self.true_ms, self.session_sd, self.round_sd, self.machine)
 
     def block(self, runs: int) -> Block:
         drift = self.machine.offset()
@@ -57,8 +68,12 @@ class SimulatedSide(BlockTimer):
         return Block([value] * runs, value, value)
 
 
-def simulated_pool(seed: int, true_ms: list[float], session_sd: float, round_sd: float,
-                   ) -> tuple[list[BlockTimer], SimulatedMachine]:  # fmt: skip
+def simulated_pool(
+    seed: int,
+    true_ms: list[float],
+    session_sd: float,
+    round_sd: float,
+) -> tuple[list[BlockTimer], SimulatedMachine]:
     """Sides of ``true_ms`` on one seeded machine, and the machine (its ``clock``)."""
     machine = SimulatedMachine(np.random.default_rng(seed), len(true_ms))
     sides: list[BlockTimer] = [

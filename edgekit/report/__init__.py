@@ -55,14 +55,23 @@ def model_blocks(
     blocks = []
     for name, recommendation in advice.items():
         mine = [row for row in results.rows if (row.model or "") == name]
-        pairs = [(row, cells) for row, cells in zip(visible, table, strict=True)
-                 if (row.model or "") == name]  # fmt: skip
+        pairs = [
+            (row, cells)
+            for row, cells in zip(visible, table, strict=True)
+            if (row.model or "") == name
+        ]
         pool = [row for group in recommendation.ranked for row in group]
-        blocks.append(ModelBlock(
-            name, recommendation, [cells for _, cells in pairs], pareto_front(mine),
-            [row_anchor(row.label) for row, _ in pairs], ranked_table(recommendation),
-            measuring_line(recommendation.pool, pool),
-        ))  # fmt: skip
+        blocks.append(
+            ModelBlock(
+                name,
+                recommendation,
+                [cells for _, cells in pairs],
+                pareto_front(mine),
+                [row_anchor(row.label) for row, _ in pairs],
+                ranked_table(recommendation),
+                measuring_line(recommendation.pool, pool),
+            )
+        )
     return blocks
 
 
@@ -79,22 +88,33 @@ CROSS_COLUMNS = (
 
 def across_models(results: Results, blocks: list[ModelBlock]) -> list[list[str]]:
     """The cross-model summary: each model's recommended artifact and what it costs."""
-    data = {info.get("name"): info.get("data", {}).get("spec", "") for info in
-            results.run.get("models", [])}  # fmt: skip
+    data = {
+        info.get("name"): info.get("data", {}).get("spec", "")
+        for info in results.run.get("models", [])
+    }
     rows = []
     for block in blocks:
         best = block.advice.best
         if best is None:
-            rows.append([block.name, data.get(block.name, ""), block.advice.summary, "", "", "",
-                         ""])  # fmt: skip
+            rows.append(
+                [block.name, data.get(block.name, ""), block.advice.summary, "", "", "", ""]
+            )
             continue
         speed = ""
         if best.speedup:
             low, high = best.speedup_ci or (best.speedup, best.speedup)
             speed = f"{best.speedup:.2f}x [{low:.2f}, {high:.2f}]"
-        rows.append([block.name, data.get(block.name, ""), best.label, f"{best.p50:.3f}", speed,
-                     f"{best.drop:+.2f} (<= {best.drop_high:+.2f})",
-                     f"{(best.size_bytes or 0) / 1024:.0f} KiB"])  # fmt: skip
+        rows.append(
+            [
+                block.name,
+                data.get(block.name, ""),
+                best.label,
+                f"{best.p50:.3f}",
+                speed,
+                f"{best.drop:+.2f} (<= {best.drop_high:+.2f})",
+                f"{(best.size_bytes or 0) / 1024:.0f} KiB",
+            ]
+        )
     return rows
 
 
@@ -230,8 +250,12 @@ def _markdown(content: ReportContent) -> list[str]:
     for block in content.blocks:
         if content.multi:
             md += [f"## {block.name}", ""]
-        md += [f"{level} Recommendation", "", f"**{block.advice.summary}** (budget: "
-               f"{content.budget:g} points)", ""]  # fmt: skip
+        md += [
+            f"{level} Recommendation",
+            "",
+            f"**{block.advice.summary}** (budget: {content.budget:g} points)",
+            "",
+        ]
         if block.ranked:
             md += [f"{level} Speed groups", "", *markdown_table(RANKED_COLUMNS, block.ranked), ""]
             md += [block.measuring, ""] if block.measuring else []
@@ -287,11 +311,10 @@ def _html(content: ReportContent) -> str:
     parts = [
         f"<h1>{html.escape(content.title)}</h1>",
         page.headline_cards(first.advice),
-        page.decision(content.images.get("groups"), RANKED_COLUMNS, first.ranked,
-                      first.measuring),
+        page.decision(content.images.get("groups"), RANKED_COLUMNS, first.ranked, first.measuring),
         '<details class="how"><summary>How this was measured: machine, protocol, notes'
         f"</summary>{page.machine_card(content.machine or {})}<ul>{intro}</ul></details>",
-    ]  # fmt: skip
+    ]
     if multi:
         parts.append(f"<h2>Across models</h2>{page.table(CROSS_COLUMNS, content.cross)}")
     for index, block in enumerate(blocks):
@@ -328,9 +351,17 @@ def _markdown_section(section: Section) -> list[str]:
         lines += ["", f"Flipped images of {where} (the first {len(images)}):", ""]
         lines += markdown_table(
             ("image", "true class", "change", "source top-3", "artifact top-3"),
-            [[str(i["index"]), i["label"], i["way"], top3_text(i["source_top3"]),
-              top3_text(i["artifact_top3"])] for i in images],
-        )  # fmt: skip
+            [
+                [
+                    str(i["index"]),
+                    i["label"],
+                    i["way"],
+                    top3_text(i["source_top3"]),
+                    top3_text(i["artifact_top3"]),
+                ]
+                for i in images
+            ],
+        )
     return [*lines, ""]
 
 

@@ -41,9 +41,16 @@ def class_drop_plot(results: Results, path: Path) -> Path | None:
         drops = np.array([changes[name]["drop_points"] for name in present])
         lows = np.array([changes[name]["drop_ci"][0] for name in present])
         highs = np.array([changes[name]["drop_ci"][1] for name in present])
-        ax.errorbar(x, drops, yerr=[drops - lows, highs - drops], fmt="o", markersize=4,
-                    capsize=2, color=colours[row.label],
-                    label=row.label.rsplit(" x", 1)[0])  # fmt: skip
+        ax.errorbar(
+            x,
+            drops,
+            yerr=[drops - lows, highs - drops],
+            fmt="o",
+            markersize=4,
+            capsize=2,
+            color=colours[row.label],
+            label=row.label.rsplit(" x", 1)[0],
+        )
     ax.axhline(0.0, color="gray", linewidth=0.8)
     ax.set_xticks(range(len(names)), names)
     ax.set_xlabel("class")
@@ -68,8 +75,16 @@ def flip_risk_plot(results: Results, path: Path) -> Path | None:
         rates = [100 * b["rate"] for b in curve]
         below = [100 * (b["rate"] - b["rate_ci"][0]) for b in curve]
         above = [100 * (b["rate_ci"][1] - b["rate"]) for b in curve]
-        ax.errorbar(centres, rates, yerr=[below, above], fmt="o-", markersize=4, capsize=2,
-                    color=colours[row.label], label=row.label.rsplit(" x", 1)[0])  # fmt: skip
+        ax.errorbar(
+            centres,
+            rates,
+            yerr=[below, above],
+            fmt="o-",
+            markersize=4,
+            capsize=2,
+            color=colours[row.label],
+            label=row.label.rsplit(" x", 1)[0],
+        )
     ax.set_xlabel("source model's top-2 margin (softmax probability; bins of equal size)")
     ax.set_ylabel("images whose top-1 flipped (%; bars: 95% interval)")
     ax.set_title("where predictions flip")

@@ -31,8 +31,9 @@ def ranked_table(advice: Recommendation) -> list[list[str]]:
                 speed = f"{row.speedup:.2f}x [{row.speedup_ci[0]:.2f}, {row.speedup_ci[1]:.2f}]"
             drop = "" if row.drop is None else f"{row.drop:+.2f} (<= {row.drop_high:+.2f})"
             mark = " (recommended)" if row is advice.best else ""
-            lines.append([str(number), f"{row.label}{mark}", f"{row.p50:.3f}", relative, speed,
-                          drop])  # fmt: skip
+            lines.append(
+                [str(number), f"{row.label}{mark}", f"{row.p50:.3f}", relative, speed, drop]
+            )
     return lines
 
 
@@ -57,8 +58,15 @@ def groups_chart(advice: Recommendation, path: Path) -> Path | None:
             value, (low, high) = ratio or (1.0, (1.0, 1.0))
             colour = "#3b5bdb" if row is advice.best else "#333333"
             size = 6 if row is advice.best else 4
-            ax.errorbar(value, position, xerr=[[value - low], [high - value]], fmt="o",
-                        color=colour, capsize=3, markersize=size)  # fmt: skip
+            ax.errorbar(
+                value,
+                position,
+                xerr=[[value - low], [high - value]],
+                fmt="o",
+                color=colour,
+                capsize=3,
+                markersize=size,
+            )
             position += 1
         ax.axhspan(top - 0.5, position - 0.5, color=GROUP_SHADES[number % 2], zorder=0)
         ax.text(1.0, top - 0.35, f" group {number + 1}", fontsize=7, color="#555", va="top")

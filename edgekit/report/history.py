@@ -272,8 +272,11 @@ def compare_runs(
         if a and b and a["p50_ms"] and b["p50_ms"]:
             fields = differing_fields(a["fingerprint"], b["fingerprint"])
             if fields and not across_machines:
-                raise UserInputError(machine_mismatch(a["fingerprint"], b["fingerprint"],
-                                                      f"{run_a} and {run_b} ({key})"))  # fmt: skip
+                raise UserInputError(
+                    machine_mismatch(
+                        a["fingerprint"], b["fingerprint"], f"{run_a} and {run_b} ({key})"
+                    )
+                )
             entry["p50_change_pct"] = 100.0 * (b["p50_ms"] - a["p50_ms"]) / a["p50_ms"]
             if fields:
                 entry["across_machines"] = fields

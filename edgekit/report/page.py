@@ -106,13 +106,17 @@ def _cell(column: str, cell: str, bar: float | None) -> str:
     kind = f' class="{shade}"' if shade else ""
     if column == "notes" and "; " in cell:  # one line; the rest opens on a click
         first, rest = cell.split("; ", 1)
-        return (f'<td{kind}><details class="notes"><summary>{html.escape(first)} (+'
-                f"{rest.count('; ') + 1})</summary>{html.escape(rest)}</details></td>")  # fmt: skip
+        return (
+            f'<td{kind}><details class="notes"><summary>{html.escape(first)} (+'
+            f"{rest.count('; ') + 1})</summary>{html.escape(rest)}</details></td>"
+        )
     if bar is None:
         return f"<td{kind}>{html.escape(cell)}</td>"
     width = max(0.0, min(1.0, bar)) * 100
-    return (f'<td{kind}><div class="bar" style="width:{width:.1f}%"></div>'
-            f'<span class="bar-text">{html.escape(cell)}</span></td>')  # fmt: skip
+    return (
+        f'<td{kind}><div class="bar" style="width:{width:.1f}%"></div>'
+        f'<span class="bar-text">{html.escape(cell)}</span></td>'
+    )
 
 
 def table(
@@ -126,12 +130,14 @@ def table(
     id to link to, ``bars`` a share (0-1) drawn behind each cell that has one."""
     head = "".join(f"<th>{html.escape(column)}</th>" for column in columns)
     body = "".join(
-        (f'<tr id="{html.escape(row_ids[index])}">' if row_ids else "<tr>") + "".join(
+        (f'<tr id="{html.escape(row_ids[index])}">' if row_ids else "<tr>")
+        + "".join(
             _cell(column, cell, bars[index][place] if bars else None)
             for place, (column, cell) in enumerate(zip(columns, row, strict=False))
-        ) + "</tr>"
+        )
+        + "</tr>"
         for index, row in enumerate(rows)
-    )  # fmt: skip
+    )
     filter_box = (
         f'<input class="filter" type="search" data-table="{table_id}" '
         f'placeholder="filter rows (a target, a recipe, a device...)">'
@@ -139,8 +145,10 @@ def table(
         else ""
     )
     ident = f' id="{table_id}"' if table_id else ""
-    return (f'{filter_box}<table class="sortable"{ident}><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table>")  # fmt: skip
+    return (
+        f'{filter_box}<table class="sortable"{ident}><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>"
+    )
 
 
 def captioned_table(content: Table) -> str:
@@ -164,42 +172,56 @@ def gallery(where: str, images: list[dict[str, Any]]) -> str:
         "</figure>"
         for image in images
     )
-    return (f'<h3>Flipped images of {html.escape(where)}</h3>'
-            f'<div class="gallery" data-artifact="{html.escape(where)}">{tiles}</div>')  # fmt: skip
+    return (
+        f"<h3>Flipped images of {html.escape(where)}</h3>"
+        f'<div class="gallery" data-artifact="{html.escape(where)}">{tiles}</div>'
+    )
 
 
 def card(label: str, figure: str, sub: str = "", kind: str = "") -> str:
-    return (f'<div class="card {kind}"><div class="label">{html.escape(label)}</div>'
-            f'<div class="figure">{html.escape(figure)}</div>'
-            f'<div class="sub">{html.escape(sub)}</div></div>')  # fmt: skip
+    return (
+        f'<div class="card {kind}"><div class="label">{html.escape(label)}</div>'
+        f'<div class="figure">{html.escape(figure)}</div>'
+        f'<div class="sub">{html.escape(sub)}</div></div>'
+    )
 
 
 def headline_cards(advice: Any) -> str:
     """The recommendation boxed with its reason, its speed-up and drop with intervals."""
     best = advice.best
-    cards = [card("recommendation", best.label if best else "none", advice.summary,
-                  "recommendation")]  # fmt: skip
+    cards = [
+        card("recommendation", best.label if best else "none", advice.summary, "recommendation")
+    ]
     if best is not None and best.speedup is not None:
         low, high = best.speedup_ci
-        cards.append(card("speed-up over the baseline", f"{best.speedup:.2f}x",
-                          f"95% CI [{low:.2f}, {high:.2f}], interleaved in this run"))  # fmt: skip
+        cards.append(
+            card(
+                "speed-up over the baseline",
+                f"{best.speedup:.2f}x",
+                f"95% CI [{low:.2f}, {high:.2f}], interleaved in this run",
+            )
+        )
     if best is not None and best.drop is not None:
         low, high = best.accuracy["drop_ci"]
-        cards.append(card("top-1 drop", f"{best.drop:+.2f} points",
-                          f"95% CI [{low:+.2f}, {high:+.2f}]"))  # fmt: skip
+        cards.append(
+            card("top-1 drop", f"{best.drop:+.2f} points", f"95% CI [{low:+.2f}, {high:+.2f}]")
+        )
     return f'<div class="cards">{"".join(cards)}</div>'
 
 
 def machine_card(machine: dict[str, Any]) -> str:
     """The machine that measured (a run's fingerprint)."""
-    where = (f"{machine.get('logical_cores', '?')} logical cores, {machine.get('arch', '?')}"
-             f"{', VM (' + machine['hypervisor'] + ')' if machine.get('hypervisor') else ''}, "
-             f"fingerprint {machine.get('id', '?')}")  # fmt: skip
+    where = (
+        f"{machine.get('logical_cores', '?')} logical cores, {machine.get('arch', '?')}"
+        f"{', VM (' + machine['hypervisor'] + ')' if machine.get('hypervisor') else ''}, "
+        f"fingerprint {machine.get('id', '?')}"
+    )
     return card("machine", str(machine.get("cpu_model", "unknown CPU")), where, "machine")
 
 
-def decision(chart: Path | None, columns: tuple[str, ...], ranked: list[list[str]],
-             measuring: str) -> str:  # fmt: skip
+def decision(
+    chart: Path | None, columns: tuple[str, ...], ranked: list[list[str]], measuring: str
+) -> str:
     """The speed groups' chart beside the ranked table, and how the measuring stopped."""
     if not ranked:
         return ""
@@ -208,8 +230,9 @@ def decision(chart: Path | None, columns: tuple[str, ...], ranked: list[list[str
         data = base64.b64encode(chart.read_bytes()).decode()
         image = f'<img id="groups-chart" alt="speed groups" src="data:image/png;base64,{data}">'
     note = f'<p class="measuring">{html.escape(measuring)}</p>' if measuring else ""
-    return (f'<div class="decision">{image}<div id="ranked">'
-            f"{table(columns, ranked)}{note}</div></div>")  # fmt: skip
+    return (
+        f'<div class="decision">{image}<div id="ranked">{table(columns, ranked)}{note}</div></div>'
+    )
 
 
 def figures(images: dict[str, Path]) -> str:
@@ -221,6 +244,8 @@ def figures(images: dict[str, Path]) -> str:
 
 
 def page(title: str, body: str) -> str:
-    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>'
-            f"{html.escape(title)}</title><style>{STYLE}</style></head><body>{body}"
-            f"<script>{SCRIPT}</script></body></html>")  # fmt: skip
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>'
+        f"{html.escape(title)}</title><style>{STYLE}</style></head><body>{body}"
+        f"<script>{SCRIPT}</script></body></html>"
+    )

@@ -51,17 +51,35 @@ def _pareto(results: Results, out_dir: Path) -> Path | None:
             alpha=0.9,
         )
     ordered = sorted((r for r in rows if id(r) in front), key=lambda r: r.p50)
-    ax.step([r.p50 for r in ordered], [r.drop for r in ordered], where="post",
-            color="tab:red", alpha=0.5)  # fmt: skip
+    ax.step(
+        [r.p50 for r in ordered],
+        [r.drop for r in ordered],
+        where="post",
+        color="tab:red",
+        alpha=0.5,
+    )
     budget = results.run.get("config", {}).get("max_drop")
-    handles = [Line2D([], [], color=c, marker="o", linestyle="", label=t)
-               for t, c in zip(targets, COLOURS, strict=False)]  # fmt: skip
-    handles += [Line2D([], [], color="gray", marker=m, linestyle="", label=r)
-                for r, m in zip(recipes, MARKERS, strict=False)]  # fmt: skip
+    handles = [
+        Line2D([], [], color=c, marker="o", linestyle="", label=t)
+        for t, c in zip(targets, COLOURS, strict=False)
+    ]
+    handles += [
+        Line2D([], [], color="gray", marker=m, linestyle="", label=r)
+        for r, m in zip(recipes, MARKERS, strict=False)
+    ]
     if len(devices) > 1:
-        handles += [Line2D([], [], color="gray", marker="o", linestyle="", label=devices[0]),
-                    Line2D([], [], color="gray", marker="o", markerfacecolor="white",
-                           linestyle="", label=", ".join(devices[1:]))]  # fmt: skip
+        handles += [
+            Line2D([], [], color="gray", marker="o", linestyle="", label=devices[0]),
+            Line2D(
+                [],
+                [],
+                color="gray",
+                marker="o",
+                markerfacecolor="white",
+                linestyle="",
+                label=", ".join(devices[1:]),
+            ),
+        ]
     handles.append(Line2D([], [], color="tab:red", alpha=0.5, label="Pareto front (large marks)"))
     if budget is not None:
         ax.axhline(budget, color="gray", linestyle="--")
@@ -89,8 +107,12 @@ def plots(results: Results, out_dir: Path) -> dict[str, Path]:
     timed = [r for r in results.rows if r.samples_ms]
     if timed:
         fig, ax = plt.subplots(figsize=(8, max(3, 0.35 * len(timed) + 1)))
-        ax.boxplot([r.samples_ms for r in timed], vert=False, showfliers=True,
-                   tick_labels=[r.label for r in timed])  # fmt: skip
+        ax.boxplot(
+            [r.samples_ms for r in timed],
+            vert=False,
+            showfliers=True,
+            tick_labels=[r.label for r in timed],
+        )
         ax.set_xscale("log")
         plain_log_ticks(ax.xaxis)
         ax.set_xlabel("latency per inference (ms, log scale)")
@@ -138,10 +160,11 @@ def layer_plot(profiles: list[dict[str, Any]], path: Path, top: int = 12) -> Pat
     fig, ax = plt.subplots(figsize=(9, max(3, 0.3 * len(names) * max(len(labels), 1) / 2 + 1.5)))
     positions = np.arange(len(names))
     for index, label in enumerate(labels):
-        values = [(cell.ms if scaled else cell.raw_ms) if (cell := cells[name].get(label))
-                  else 0.0 for name in names]  # fmt: skip
-        ax.barh(positions + index * height, values, height, label=label,
-                color=colours[label])  # fmt: skip
+        values = [
+            (cell.ms if scaled else cell.raw_ms) if (cell := cells[name].get(label)) else 0.0
+            for name in names
+        ]
+        ax.barh(positions + index * height, values, height, label=label, color=colours[label])
     ax.set_yticks(positions + height * (len(labels) - 1) / 2, names, fontsize=7)
     ax.set_xlabel(
         "part of the whole-model p50 (ms): each layer's share of its runtime's profiled time"
@@ -154,8 +177,11 @@ def layer_plot(profiles: list[dict[str, Any]], path: Path, top: int = 12) -> Pat
     return save_figure(fig, path)
 
 
-MEMORY_PARTS = (("file_mb", "file", "tab:green"), ("planned_mb", "planned", "tab:blue"),
-                ("residual_mb", "residual", "tab:gray"))  # fmt: skip
+MEMORY_PARTS = (
+    ("file_mb", "file", "tab:green"),
+    ("planned_mb", "planned", "tab:blue"),
+    ("residual_mb", "residual", "tab:gray"),
+)
 
 
 def memory_plot(results: Results, path: Path) -> Path | None:
@@ -165,8 +191,11 @@ def memory_plot(results: Results, path: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     # a phone's row has no share to split (no floor measured there)
-    told = [r for r in results.rows if r.memory and r.memory.get("status") == "ok"
-            and r.memory.get("model_mb") is not None]  # fmt: skip
+    told = [
+        r
+        for r in results.rows
+        if r.memory and r.memory.get("status") == "ok" and r.memory.get("model_mb") is not None
+    ]
     if not told:
         return None
     labels = [r.label for r in told]

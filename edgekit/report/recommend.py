@@ -106,8 +106,10 @@ def statement(fast: Row, slow: Row) -> str:
     """``tflite/int8 @ cpu x1 is 1.32x [1.27, 1.37] faster than onnx/int8 @ cpu x1``."""
     ratio = latency_ratio(slow, fast)
     if ratio is None:
-        return (f"{fast.label} (p50 {fast.p50:.3f} ms) vs {slow.label} ({slow.p50:.3f} ms, "
-                "not interleaved)")  # fmt: skip
+        return (
+            f"{fast.label} (p50 {fast.p50:.3f} ms) vs {slow.label} ({slow.p50:.3f} ms, "
+            "not interleaved)"
+        )
     value, (low, high) = ratio
     return f"{fast.label} is {value:.2f}x [{low:.2f}, {high:.2f}] faster than {slow.label}"
 
@@ -304,11 +306,15 @@ def recommend(
         reasons.append((row.label, f"other device ({row.device}): see its own rows"))
     disturbed = [row.label for row in pool if row.disturbed]
     return Recommendation(
-        best, max_drop, reasons, tie_break, disturbed,
+        best,
+        max_drop,
+        reasons,
+        tie_break,
+        disturbed,
         ranked=groups,
         versus=statement(best, runner_up) if runner_up is not None else None,
         pool=best.pool,
-    )  # fmt: skip
+    )
 
 
 def recommend_each(

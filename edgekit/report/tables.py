@@ -107,15 +107,17 @@ def accuracy_aware_section(results: Results) -> Section:
                 r_low, r_high = step["ratio_ci"]
                 cost = f"{ratio:.2f}x [{r_low:.2f}, {r_high:.2f}]"
             chosen = " (chosen)" if step["step"] == aware["chosen_step"] else ""
-            rows.append([
-                f"{step['step']}{chosen}",
-                ", ".join(step["keep_float"]) or "nothing",
-                f"{step['drop_points']:+.2f} [{step['drop_ci'][0]:+.2f}, "
-                f"{step['drop_ci'][1]:+.2f}]",
-                "" if fraction is None else f"{100 * fraction:.0f} %",
-                "not measured" if latency is None else f"{latency:.3f}",
-                cost,
-            ])  # fmt: skip
+            rows.append(
+                [
+                    f"{step['step']}{chosen}",
+                    ", ".join(step["keep_float"]) or "nothing",
+                    f"{step['drop_points']:+.2f} [{step['drop_ci'][0]:+.2f}, "
+                    f"{step['drop_ci'][1]:+.2f}]",
+                    "" if fraction is None else f"{100 * fraction:.0f} %",
+                    "not measured" if latency is None else f"{latency:.3f}",
+                    cost,
+                ]
+            )
         tables.append(Table(AWARE_COLUMNS, rows, caption=caption))
     return Section("Accuracy-aware int8", [], tables)
 
@@ -150,8 +152,14 @@ def versus_fp32(row: Row, rows: list[Row]) -> tuple[float, tuple[float, float]] 
     if row.kind != "artifact" or row.recipe == "fp32" or not row.latency_comparable:
         return None
     for other in rows:
-        if (other.kind == "artifact" and other.target == row.target and other.recipe == "fp32"
-                and not other.keep_float and other.model == row.model and other.ok):  # fmt: skip
+        if (
+            other.kind == "artifact"
+            and other.target == row.target
+            and other.recipe == "fp32"
+            and not other.keep_float
+            and other.model == row.model
+            and other.ok
+        ):
             found = latency_ratio(other, row)
             if found is not None:
                 return found

@@ -49,13 +49,26 @@ def _verdict(record: dict[str, Any]) -> str:
 
 def tuning_row(record: dict[str, Any]) -> list[str]:
     if "error" in record:
-        return [record["label"], record["device"], "-", "-", "-",
-                f"not tuned: {record['error']}", "-"]  # fmt: skip
+        return [
+            record["label"],
+            record["device"],
+            "-",
+            "-",
+            "-",
+            f"not tuned: {record['error']}",
+            "-",
+        ]
     compared = ratio_text(record.get("ratio"), record.get("interval"))
     shown = record.get("changed") or record.get("tied") or {}  # a final tie keeps the default
-    return [record["label"], record["device"], ms_or_dash(record.get("default_p50_ms")),
-            ms_or_dash(record.get("best_p50_ms")), compared, _verdict(record),
-            _options(shown)]  # fmt: skip
+    return [
+        record["label"],
+        record["device"],
+        ms_or_dash(record.get("default_p50_ms")),
+        ms_or_dash(record.get("best_p50_ms")),
+        compared,
+        _verdict(record),
+        _options(shown),
+    ]
 
 
 def tuning_line(record: dict[str, Any]) -> str:
@@ -86,5 +99,6 @@ def tuning_section(results: Results) -> Section:
         "only where its interval lies below 1; a tie keeps the default, and the column names "
         "the options that tied.",
     ]
-    return Section("Tuned against default", lines,
-                   [Table(TUNING_COLUMNS, [tuning_row(r) for r in records])])  # fmt: skip
+    return Section(
+        "Tuned against default", lines, [Table(TUNING_COLUMNS, [tuning_row(r) for r in records])]
+    )

@@ -53,13 +53,24 @@ def export_one(
             from edgekit.export.accuracy_aware import export_accuracy_aware
 
             aware = export_accuracy_aware(
-                source, dataset, target, config.max_drop, out_dir,
-                config.calibration_samples, point_estimate=config.point_estimate,
-            )  # fmt: skip
+                source,
+                dataset,
+                target,
+                config.max_drop,
+                out_dir,
+                config.calibration_samples,
+                point_estimate=config.point_estimate,
+            )
             return aware.artifact, None
         export = cached_export if config.export_cache else export_artifact
-        result = export(source, dataset, target, recipe, out_dir=out_dir,
-                        calibration_samples=config.calibration_samples)  # fmt: skip
+        result = export(
+            source,
+            dataset,
+            target,
+            recipe,
+            out_dir=out_dir,
+            calibration_samples=config.calibration_samples,
+        )
         return result.artifact, None
     except EdgekitError as exc:
         return None, failed_row(target, recipe, None, None, exc, stage="export")
@@ -95,16 +106,25 @@ def export_all(
 def export_failed(failed: Row, config: RunConfig) -> list[Row]:
     """A failed export as the rows its artifact would have had: one per device and thread
     count, each labelled with them (``tflite/fp32 @ android x1``)."""
-    return [replace(failed, device=device, threads=threads)
-            for device in config.devices for threads in config.threads]  # fmt: skip
+    return [
+        replace(failed, device=device, threads=threads)
+        for device in config.devices
+        for threads in config.threads
+    ]
 
 
 def export_timing(
     model: str, target: str, recipe: str, started: float, reused: bool = False
 ) -> dict[str, Any]:
     """One export's own time and where it ran (``run["phases"]["exports"]``)."""
-    return {"model": model, "target": target, "recipe": recipe, "node": socket.gethostname(),
-            "seconds": time.perf_counter() - started, "reused": reused}  # fmt: skip
+    return {
+        "model": model,
+        "target": target,
+        "recipe": recipe,
+        "node": socket.gethostname(),
+        "seconds": time.perf_counter() - started,
+        "reused": reused,
+    }
 
 
 def device_pool(
@@ -159,8 +179,16 @@ def _pool_rows(
         reason = where.unavailable_reason(artifact)
         if reason:
             for threads in config.threads:
-                rows.append(failed_row(artifact.target, artifact.recipe, device, threads,
-                                    DeviceUnavailable(reason), artifact))  # fmt: skip
+                rows.append(
+                    failed_row(
+                        artifact.target,
+                        artifact.recipe,
+                        device,
+                        threads,
+                        DeviceUnavailable(reason),
+                        artifact,
+                    )
+                )
             continue
         if traits.predicts and dataset is not None:
             say(f"evaluate {artifact.label} on {device}")
@@ -174,8 +202,9 @@ def _pool_rows(
                 )
             except EdgekitError as exc:
                 for threads in config.threads:
-                    rows.append(failed_row(artifact.target, artifact.recipe, device, threads,
-                                        exc, artifact))  # fmt: skip
+                    rows.append(
+                        failed_row(artifact.target, artifact.recipe, device, threads, exc, artifact)
+                    )
                 continue
         runnable.append(artifact)
     if not runnable:

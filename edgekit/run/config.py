@@ -93,9 +93,16 @@ class RunConfig:
 
     def protocol(self) -> LatencyProtocol:
         """The latency protocol of this run's device pools."""
-        return LatencyProtocol(self.warmup, self.min_runs, self.min_seconds, rounds=self.rounds,
-                        sessions=self.sessions, session_gap_s=self.session_gap,
-                        precision=self.precision, budget_s=self.bench_budget_s)  # fmt: skip
+        return LatencyProtocol(
+            self.warmup,
+            self.min_runs,
+            self.min_seconds,
+            rounds=self.rounds,
+            sessions=self.sessions,
+            session_gap_s=self.session_gap,
+            precision=self.precision,
+            budget_s=self.bench_budget_s,
+        )
 
     def device_options(self, device: str) -> dict[str, Any]:
         """The options of ``device`` this config sets (serial, arm64 CPU model)."""
@@ -145,8 +152,10 @@ def checked(section: dict[str, Any], path: Path) -> dict[str, Any]:
     if unknown:
         raise UserInputError(f"{path}: unknown option(s) {', '.join(unknown)} under [run]")
     # TOML has no null: "off" is None in a field that may be None (precision = "off")
-    section = {key: None if value == "off" and matches(None, hints[key]) else value
-               for key, value in section.items()}  # fmt: skip
+    section = {
+        key: None if value == "off" and matches(None, hints[key]) else value
+        for key, value in section.items()
+    }
     for key, value in section.items():
         if not matches(value, hints[key]):
             raise UserInputError(f"{path}: '{key}' must be {type_name(hints[key])}, got {value!r}")

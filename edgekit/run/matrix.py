@@ -185,8 +185,9 @@ def measure_models(
     return Results(run, rows, RESULTS_SCHEMA_VERSION)
 
 
-def absent_devices(devices: list[str], rows: list[Row],
-                   skipped: dict[str, str]) -> dict[str, dict[str, str]]:  # fmt: skip
+def absent_devices(
+    devices: list[str], rows: list[Row], skipped: dict[str, str]
+) -> dict[str, dict[str, str]]:
     """The devices of the run on which no row could run here (``skipped``: those the machine
     lacks altogether, measured not at all): why, and how to add one."""
     from edgekit.devices import device_class
@@ -197,19 +198,23 @@ def absent_devices(devices: list[str], rows: list[Row],
         if name in skipped:
             absent[name] = {"reason": skipped[name], "how_to_add": device_class(name).how_to_add}
         elif mine and all(row.status == "unavailable" for row in mine):
-            absent[name] = {"reason": device_reason(mine[0]),
-                            "how_to_add": device_class(name).how_to_add}  # fmt: skip
+            absent[name] = {
+                "reason": device_reason(mine[0]),
+                "how_to_add": device_class(name).how_to_add,
+            }
     return absent
 
 
-def _export_phase(config: RunConfig, models: list[Subject], out_dir: Path, say: Progress,
-                  executor: Executor) -> dict[str, Exported]:  # fmt: skip
+def _export_phase(
+    config: RunConfig, models: list[Subject], out_dir: Path, say: Progress, executor: Executor
+) -> dict[str, Exported]:
     """Every model's exports, by model spec, all handed to the executor at once (a cluster
     spreads them over its nodes); a file given as it is has none."""
     wanted = [m for m in models if m.given is None]
     jobs = [(replace(config, model=m.spec, data=m.data), m) for m in wanted]
-    made = dict(zip([m.spec for m in wanted], executor.export_many(jobs, out_dir, say),
-                    strict=True))  # fmt: skip
+    made = dict(
+        zip([m.spec for m in wanted], executor.export_many(jobs, out_dir, say), strict=True)
+    )
     made.update({m.spec: ([m.given], []) for m in models if m.given is not None})
     return made
 

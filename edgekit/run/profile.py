@@ -20,9 +20,15 @@ def profile_run(
     """Profiles (as dicts for results.json) of the artifacts timed on the host CPU."""
     from edgekit.analysis.profile import profile_artifacts
 
-    by_file = {Path(str(row.artifact)).name: row for row in rows
-               if row.kind == "artifact" and row.device == DEFAULT_DEVICE
-               and row.threads == threads and row.ok and row.artifact}  # fmt: skip
+    by_file = {
+        Path(str(row.artifact)).name: row
+        for row in rows
+        if row.kind == "artifact"
+        and row.device == DEFAULT_DEVICE
+        and row.threads == threads
+        and row.ok
+        and row.artifact
+    }
     chosen = [a for a in exported if a.path.name in by_file and profiles_itself(a.target)]
     if not chosen:
         return []
@@ -53,13 +59,21 @@ def hint_rows(rows: list[Row], run_dir: Path) -> None:
     from edgekit.analysis.explain import not_faster_hints
 
     items = [
-        {"label": row.label, "target": row.target, "recipe": row.recipe, "device": row.device,
-         "threads": row.threads, "rounds_ms": row.rounds_ms, "noise_band": row.noise_band,
-         "round_sessions": row.round_sessions, "latency_fit": row.latency_fit,
-         "path": run_dir / str(row.artifact)}
+        {
+            "label": row.label,
+            "target": row.target,
+            "recipe": row.recipe,
+            "device": row.device,
+            "threads": row.threads,
+            "rounds_ms": row.rounds_ms,
+            "noise_band": row.noise_band,
+            "round_sessions": row.round_sessions,
+            "latency_fit": row.latency_fit,
+            "path": run_dir / str(row.artifact),
+        }
         for row in rows
         if row.kind == "artifact" and row.ok and row.artifact and row.latency_comparable
-    ]  # fmt: skip
+    ]
     lines = not_faster_hints(items)
     for row in rows:
         if row.label in lines:

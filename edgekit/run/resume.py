@@ -72,9 +72,9 @@ def resume_run(
         results.run["profiles"] = old.run.get("profiles") or results.run["profiles"]
         # run --tune: the searches of the files kept, then those of the files made again
         fresh = {(r["label"], r["device"]) for r in results.run.get("tuning", [])}
-        results.run["tuning"] = [r for r in old.run.get("tuning", [])
-                                 if (r["label"], r["device"]) not in fresh] + results.run.get(
-                                     "tuning", [])  # fmt: skip
+        results.run["tuning"] = [
+            r for r in old.run.get("tuning", []) if (r["label"], r["device"]) not in fresh
+        ] + results.run.get("tuning", [])
         _keep_baselines(results, kept)
         write_json_atomic(partial / "results.json", results.to_dict())
         advice = render_report(results, partial).recommendations
@@ -110,15 +110,20 @@ class _Redo:
         cells = sorted({(r.target, r.recipe) for r in self.missing if r.stage == "export"})
         made = []
         for config, subject in jobs:
-            again = [(replace(config, targets=[target], recipes=[recipe]), subject)
-                     for target, recipe in cells]  # fmt: skip
+            again = [
+                (replace(config, targets=[target], recipes=[recipe]), subject)
+                for target, recipe in cells
+            ]
             exported, rows = [], []
             for artifacts, failed in self.inner.export_many(again, out_dir, say):
                 exported += artifacts
                 rows += failed
             self.fresh |= {a.path.name for a in exported}
-            existing = [load_artifact(p) for p in sorted(self.folder.glob("*"))
-                        if not p.name.endswith(".json") and p.name not in self.fresh]  # fmt: skip
+            existing = [
+                load_artifact(p)
+                for p in sorted(self.folder.glob("*"))
+                if not p.name.endswith(".json") and p.name not in self.fresh
+            ]
             made.append((exported + existing, rows))
         self.missing = [r for r in self.missing if r.stage != "export"]
         return made
@@ -133,8 +138,9 @@ class _Redo:
             if not chosen:
                 continue
             say(f"resume: {len(chosen)} artifact(s) on {device}")
-            pools += self.inner.device_pools(replace(config, devices=[device]), subject, chosen,
-                                             say)  # fmt: skip
+            pools += self.inner.device_pools(
+                replace(config, devices=[device]), subject, chosen, say
+            )
         return pools
 
 

@@ -31,12 +31,22 @@ class Subject:
 
     def info(self, macs: int | None) -> dict[str, Any]:
         if self.source is not None:
-            return {"spec": self.source.spec, "name": self.source.name,
-                    "digest": self.source.digest, "load_options": self.source.load_options,
-                    "macs": macs}  # fmt: skip
+            return {
+                "spec": self.source.spec,
+                "name": self.source.name,
+                "digest": self.source.digest,
+                "load_options": self.source.load_options,
+                "macs": macs,
+            }
         manifest = self.given.manifest
-        return {"spec": self.spec, "name": self.name, "digest": manifest.file.sha256,
-                "load_options": {}, "foreign": manifest.foreign, "macs": macs}  # fmt: skip
+        return {
+            "spec": self.spec,
+            "name": self.name,
+            "digest": manifest.file.sha256,
+            "load_options": {},
+            "foreign": manifest.foreign,
+            "macs": macs,
+        }
 
     def data_info(self) -> dict[str, Any]:
         return {
@@ -53,8 +63,11 @@ def subjects(config: RunConfig, foreign: Any = None) -> list[Subject]:
         given = _given_artifact(spec, foreign)
         if given and config.weights is not None:
             raise UserInputError(f"{spec}: a model file brings its own weights; drop --weights")
-        source = None if given else load_model(spec, weights=config.weights, quiet=True,
-                                                  foreign=foreign, data=data)  # fmt: skip
+        source = (
+            None
+            if given
+            else load_model(spec, weights=config.weights, quiet=True, foreign=foreign, data=data)
+        )
         found.append(Subject(spec, data, source, given, _dataset(data, source, given)))
     return found
 

@@ -49,10 +49,14 @@ def tune_phase(
             say(f"tune {artifact.label} on {device}")
             try:
                 # a file given as it is has no manifest of edgekit's: tuned in memory only
-                [outcome] = tune_artifacts([artifact], device=device, budget_s=share,
-                                           guard=NoiseGuard(enabled=config.noise_guard),
-                                           timeout_s=config.timeout,
-                                           write=not artifact.foreign)  # fmt: skip
+                [outcome] = tune_artifacts(
+                    [artifact],
+                    device=device,
+                    budget_s=share,
+                    guard=NoiseGuard(enabled=config.noise_guard),
+                    timeout_s=config.timeout,
+                    write=not artifact.foreign,
+                )
             except EdgekitError as exc:
                 error = first_line(exc) or type(exc).__name__
                 records.append({"label": artifact.label, "device": device, "error": error})

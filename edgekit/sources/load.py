@@ -216,9 +216,15 @@ def _load_factory(
     if input_shape is not None:
         options["input_shape"] = list(input_shape)
     return SourceModel(
-        attr, "torch", module, preprocess, torch_digest(module), spec, load_options=options,
+        attr,
+        "torch",
+        module,
+        preprocess,
+        torch_digest(module),
+        spec,
+        load_options=options,
         notes=notes,
-    )  # fmt: skip
+    )
 
 
 def _load_state_dict(module: Any, path: Path) -> None:

@@ -103,11 +103,20 @@ def tune_artifacts(
             default["threads"] = threads
 
         def open_timer(options: dict[str, Any], untuned: Artifact = untuned) -> BlockTimer:
-            return where.timer(_configured(untuned, options, device), options["threads"],
-                               None, protocol, timeout_s)  # fmt: skip
+            return where.timer(
+                _configured(untuned, options, device), options["threads"], None, protocol, timeout_s
+            )
 
-        tuned = search(artifact.label, default, knobs, open_timer, protocol,
-                       guard or NoiseGuard(), budget_s / len(plans), progress)  # fmt: skip
+        tuned = search(
+            artifact.label,
+            default,
+            knobs,
+            open_timer,
+            protocol,
+            guard or NoiseGuard(),
+            budget_s / len(plans),
+            progress,
+        )
         manifest = tuned_manifest(artifact, tuned, device)
         if write:
             write_json_atomic(manifest_path(artifact.path), manifest.to_dict())

@@ -138,8 +138,15 @@ def serve(request: dict[str, Any], reply: Any) -> None:
     first_ms = first_invoke_ms(runnable.invoke, runnable.staged, runnable.sync)
     warm_ms = warm_up(runnable.invoke, runnable.staged, request["warmup"], runnable.sync)
     runtime = dict(runnable.runtime, threads=request["threads"])
-    reply({"event": "ready", "load_ms": load_ms, "first_ms": first_ms, "warm_ms": warm_ms,
-           "runtime": runtime})  # fmt: skip
+    reply(
+        {
+            "event": "ready",
+            "load_ms": load_ms,
+            "first_ms": first_ms,
+            "warm_ms": warm_ms,
+            "runtime": runtime,
+        }
+    )
     for line in sys.stdin:
         command = json.loads(line)
         if command["cmd"] == "close":

@@ -78,11 +78,22 @@ class Block:
     edgekit_cpu: float | None = None  # edgekit's other processes (never counted as foreign)
 
     @classmethod
-    def of(cls, samples: list[float], foreign: float | None, steal: float | None,
-           edgekit: float | None = None) -> Block:  # fmt: skip
+    def of(
+        cls,
+        samples: list[float],
+        foreign: float | None,
+        steal: float | None,
+        edgekit: float | None = None,
+    ) -> Block:
         values = np.asarray(samples, dtype=np.float64)
-        return cls(list(samples), float(values.mean()), float(np.median(values)), foreign, steal,
-                   edgekit_cpu=edgekit)  # fmt: skip
+        return cls(
+            list(samples),
+            float(values.mean()),
+            float(np.median(values)),
+            foreign,
+            steal,
+            edgekit_cpu=edgekit,
+        )
 
 
 @dataclass
@@ -205,7 +216,11 @@ def __getattr__(name: str) -> Any:
 
         from edgekit.errors import MovedPathWarning
 
-        warnings.warn("edgekit.worker.latency.Protocol is now LatencyProtocol; the old name "
-                      "goes in the next release", MovedPathWarning, stacklevel=2)  # fmt: skip
+        warnings.warn(
+            "edgekit.worker.latency.Protocol is now LatencyProtocol; the old name "
+            "goes in the next release",
+            MovedPathWarning,
+            stacklevel=2,
+        )
         return LatencyProtocol
     raise AttributeError(f"module 'edgekit.worker.latency' has no attribute {name!r}")

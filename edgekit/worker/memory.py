@@ -65,9 +65,15 @@ def runtime_floor(request: dict[str, Any], open_runnable: Any) -> int | None:
     if not request.get("trivial"):
         return None
     try:
-        trivial = open_runnable({**request, "artifact": request["trivial"], "input": None,
-                                 "manifest": request["trivial_manifest"],
-                                 "session_options": {}})  # fmt: skip
+        trivial = open_runnable(
+            {
+                **request,
+                "artifact": request["trivial"],
+                "input": None,
+                "manifest": request["trivial_manifest"],
+                "session_options": {},
+            }
+        )
         trivial.invoke(trivial.staged)
     except Exception:  # no floor then (the artifact's own session says what is wrong)
         return None
@@ -107,8 +113,12 @@ class Phases:
         gc.collect()
         peaks = [self.figures.get(k) for k in ("startup_peak_kb", "load_peak_kb", "invoke_peak_kb")]
         known = [peak for peak in peaks if peak is not None]
-        return {**self.figures, "process_peak_kb": max(known) if known else None,
-                "released_kb": rss_kb(), "samples": self.samples}  # fmt: skip
+        return {
+            **self.figures,
+            "process_peak_kb": max(known) if known else None,
+            "released_kb": rss_kb(),
+            "samples": self.samples,
+        }
 
 
 def probe(request: dict[str, Any], open_runnable: Any, reply: Any) -> None:

@@ -40,8 +40,12 @@ def child_env() -> dict[str, str]:
     from edgekit.worker.interference import ROOT_ENV, edgekit_root
 
     # a worker's noise guard counts everything under the root as edgekit's own
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore",
-                **{ROOT_ENV: str(edgekit_root())})  # fmt: skip
+    return dict(
+        os.environ,
+        TF_CPP_MIN_LOG_LEVEL="3",
+        PYTHONWARNINGS="ignore",
+        **{ROOT_ENV: str(edgekit_root())},
+    )
 
 
 class WorkerProcess:

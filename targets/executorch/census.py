@@ -24,25 +24,66 @@ from edgekit.targets.executorch.debug_handles import module_of_handles
 from edgekit.targets.executorch.describe import describe
 from edgekit.targets.manifest import Manifest
 
-XNN_MAC = {"XNNConv2d", "XNNDepthwiseConv2d", "XNNConvTranspose2d", "XNNFullyConnected",
-           "XNNBatchMatrixMultiply"}  # fmt: skip
-XNN_DATA = {"XNNStaticTranspose", "XNNStaticReshape", "XNNStaticConstantPad", "XNNStaticSlice",
-            "XNNCopy", "XNNConcatenate2", "XNNConcatenate3", "XNNConcatenate4",
-            "XNNConcatenate5"}  # fmt: skip
+XNN_MAC = {
+    "XNNConv2d",
+    "XNNDepthwiseConv2d",
+    "XNNConvTranspose2d",
+    "XNNFullyConnected",
+    "XNNBatchMatrixMultiply",
+}
+XNN_DATA = {
+    "XNNStaticTranspose",
+    "XNNStaticReshape",
+    "XNNStaticConstantPad",
+    "XNNStaticSlice",
+    "XNNCopy",
+    "XNNConcatenate2",
+    "XNNConcatenate3",
+    "XNNConcatenate4",
+    "XNNConcatenate5",
+}
 XNN_STATIC_INT8 = {"xnn_datatype_qint8", "xnn_datatype_quint8"}
 XNN_DYNAMIC_INT8 = XNN_INT8_ACTIVATIONS - XNN_STATIC_INT8  # qdint8/qpint8: quantized at run time
 XNN_FLOAT = {"xnn_datatype_fp32", "xnn_datatype_fp16", "xnn_datatype_bf16", "xnn_datatype_pfp32"}
-XNN_WEIGHTS = {"xnn_datatype_qint8": "int8", "xnn_datatype_quint8": "int8",
-               "xnn_datatype_qcint8": "int8", "xnn_datatype_qcint4": "int4",
-               "xnn_datatype_qbint4": "int4", "xnn_datatype_fp16": "fp16",
-               "xnn_datatype_bf16": "bf16", "xnn_datatype_fp32": "fp32"}  # fmt: skip
-GRANULARITY = {"PerChannelQuant": "per-channel", "PerTensorQuant": "per-tensor",
-               "PerChannelGroupQuant": "per-group"}  # fmt: skip
+XNN_WEIGHTS = {
+    "xnn_datatype_qint8": "int8",
+    "xnn_datatype_quint8": "int8",
+    "xnn_datatype_qcint8": "int8",
+    "xnn_datatype_qcint4": "int4",
+    "xnn_datatype_qbint4": "int4",
+    "xnn_datatype_fp16": "fp16",
+    "xnn_datatype_bf16": "bf16",
+    "xnn_datatype_fp32": "fp32",
+}
+GRANULARITY = {
+    "PerChannelQuant": "per-channel",
+    "PerTensorQuant": "per-tensor",
+    "PerChannelGroupQuant": "per-group",
+}
 # portable kernels that only move data (operator names without namespace)
-PORTABLE_DATA = {"view_copy", "permute_copy", "transpose_copy", "expand_copy", "slice_copy",
-                 "select_copy", "squeeze_copy", "unsqueeze_copy", "split_copy", "cat", "clone",
-                 "flip", "constant_pad_nd", "pixel_shuffle", "repeat", "unbind_copy", "stack",
-                 "split_with_sizes_copy", "alias_copy", "index_select", "gather"}  # fmt: skip
+PORTABLE_DATA = {
+    "view_copy",
+    "permute_copy",
+    "transpose_copy",
+    "expand_copy",
+    "slice_copy",
+    "select_copy",
+    "squeeze_copy",
+    "unsqueeze_copy",
+    "split_copy",
+    "cat",
+    "clone",
+    "flip",
+    "constant_pad_nd",
+    "pixel_shuffle",
+    "repeat",
+    "unbind_copy",
+    "stack",
+    "split_with_sizes_copy",
+    "alias_copy",
+    "index_select",
+    "gather",
+}
 PORTABLE_MAC = {"convolution", "linear", "addmm", "mm", "bmm", "matmul"}
 PORTABLE_CASTS = {"_to_dim_order_copy", "_to_copy", "to_copy"}  # data when in/out dtypes match
 SCALAR_WEIGHTS = {5: "fp16", 6: "fp32", 1: "int8", 0: "int8"}  # ExecuTorch ScalarType codes

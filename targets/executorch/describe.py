@@ -10,8 +10,17 @@ from edgekit.targets.executorch.session import runtime
 from edgekit.targets.session import TensorSpec
 
 # ExecuTorch ScalarType codes -> numpy dtype names
-SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16",
-                6: "float32", 7: "float64", 11: "bool"}  # fmt: skip
+SCALAR_TYPES = {
+    0: "uint8",
+    1: "int8",
+    2: "int16",
+    3: "int32",
+    4: "int64",
+    5: "float16",
+    6: "float32",
+    7: "float64",
+    11: "bool",
+}
 
 
 def describe(path: Path) -> FileFacts:

@@ -11,8 +11,10 @@ from edgekit.errors import UserInputError, first_line
 from edgekit.targets.base import PlannedMemory
 from edgekit.targets.executorch.plan import planned_bytes
 
-SOURCE = ("the .pte's memory plan (the tensors between delegate calls; XNNPACK's workspace "
-          "inside a delegate is not planned there)")  # fmt: skip
+SOURCE = (
+    "the .pte's memory plan (the tensors between delegate calls; XNNPACK's workspace "
+    "inside a delegate is not planned there)"
+)
 
 
 def planned_memory(path: Path, details: dict[str, Any] | None = None) -> PlannedMemory:

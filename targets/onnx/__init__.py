@@ -121,8 +121,11 @@ class OnnxTarget(Target):
         ]
         if not options["allow_spinning"]:
             lines.append('options.add_session_config_entry("session.intra_op.allow_spinning", "0")')
-        return [*lines, f'session = ort.InferenceSession("{file}", options, '
-                        'providers=["CPUExecutionProvider"])']  # fmt: skip
+        return [
+            *lines,
+            f'session = ort.InferenceSession("{file}", options, '
+            'providers=["CPUExecutionProvider"])',
+        ]
 
     loads_source = True
 

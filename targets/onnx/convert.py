@@ -68,9 +68,15 @@ def export_fp32(source: SourceModel, path: Path) -> dict[str, Any]:
     with quiet_python(**QUIET), torch.no_grad():
         try:
             torch.onnx.export(
-                source.module, example, str(path), dynamo=True, opset_version=OPSET,
-                external_data=False, verbose=False, **names,
-            )  # fmt: skip
+                source.module,
+                example,
+                str(path),
+                dynamo=True,
+                opset_version=OPSET,
+                external_data=False,
+                verbose=False,
+                **names,
+            )
             return {"exporter": f"torch.onnx dynamo (torch {torch.__version__})", "opset": OPSET}
         except Exception as dynamo_error:
             raise_disk_error(dynamo_error, path)
@@ -79,9 +85,14 @@ def export_fp32(source: SourceModel, path: Path) -> dict[str, Any]:
             with without_graph_dumps(), warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", torch.jit.TracerWarning)
                 torch.onnx.export(
-                    source.module, example, str(path), dynamo=False, opset_version=OPSET,
-                    verbose=False, **names,
-                )  # fmt: skip
+                    source.module,
+                    example,
+                    str(path),
+                    dynamo=False,
+                    opset_version=OPSET,
+                    verbose=False,
+                    **names,
+                )
         except Exception as legacy_error:
             raise_disk_error(legacy_error, path)
             raise UnsupportedExport(export_failure(source, dynamo_failure, legacy_error)) from None

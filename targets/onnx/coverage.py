@@ -70,8 +70,11 @@ def coverage(path: Path, manifest: Manifest) -> Coverage:
     quantized = _is_quantized(file_ops)
     runtime_ops = Counter(node.op_type for node in runtime.nodes)
     lines = _summary(file_ops, runtime_ops, runtime, compute, int8, quantized)
-    lines += [f"slow path: {op} x{fallback[op]} ({SLOW_KERNELS[op]})" for op in SLOW_KERNELS
-              if fallback[op]]  # fmt: skip
+    lines += [
+        f"slow path: {op} x{fallback[op]} ({SLOW_KERNELS[op]})"
+        for op in SLOW_KERNELS
+        if fallback[op]
+    ]
     if _has_fp16(file_graph):
         fp16 = [node for node in compute if _runs_fp16(node, runtime.weight_types)]
         lines.append(f"compute ops in float16 at run time: {len(fp16)}/{len(compute)}")

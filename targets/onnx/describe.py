@@ -27,14 +27,20 @@ def describe(path: Path) -> FileFacts:
         if not kind.HasField("tensor_type"):
             return TensorSpec(value.name, [], kind.WhichOneof("value") or "?", "")
         elem = kind.tensor_type.elem_type
-        dtype = "string" if elem == onnx.TensorProto.STRING else (
-            helper.tensor_dtype_to_np_dtype(elem).name)  # fmt: skip
+        dtype = (
+            "string"
+            if elem == onnx.TensorProto.STRING
+            else (helper.tensor_dtype_to_np_dtype(elem).name)
+        )
         dims = [d.dim_value if d.HasField("dim_value") else -1 for d in kind.tensor_type.shape.dim]
         return TensorSpec(value.name, dims, dtype, "")
 
     inputs = [spec(value) for value in graph.input if value.name not in constants]
     outputs = [spec(value) for value in graph.output]
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
-    facts = {"opset": opset, "producer": f"{model.producer_name} {model.producer_version}".strip(),
-             "ir_version": model.ir_version}  # fmt: skip
+    facts = {
+        "opset": opset,
+        "producer": f"{model.producer_name} {model.producer_version}".strip(),
+        "ir_version": model.ir_version,
+    }
     return FileFacts(inputs, outputs, facts)

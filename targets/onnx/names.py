@@ -21,8 +21,17 @@ from edgekit.targets.census import clean_module_path
 
 NAME_SCOPES = "pkg.torch.onnx.name_scopes"
 REWRITE_RULE = "pkg.onnxscript.rewriter.rule_name"  # set on a node an onnxscript rule made
-MAC_WEIGHT = {"Conv": 1, "ConvTranspose": 1, "Gemm": 1, "MatMul": 1, "ConvInteger": 1,
-              "MatMulInteger": 1, "QLinearConv": 3, "QGemm": 3, "QLinearMatMul": 3}  # fmt: skip
+MAC_WEIGHT = {
+    "Conv": 1,
+    "ConvTranspose": 1,
+    "Gemm": 1,
+    "MatMul": 1,
+    "ConvInteger": 1,
+    "MatMulInteger": 1,
+    "QLinearConv": 3,
+    "QGemm": 3,
+    "QLinearMatMul": 3,
+}
 # activations every quantizer and onnxruntime fold into the conv or matmul before them
 FOLDED_ACTIVATIONS = {"Relu", "Clip"}
 # what a weight is read through on its way to a conv or matmul
@@ -139,8 +148,9 @@ def restore_scopes(source: Path, rewritten: Path) -> int:
     for node in model.graph.node:
         if any(prop.key == NAME_SCOPES for prop in node.metadata_props):
             continue
-        origin = next((by_name[n] for n in [node.name, *ort_origin_names(node.name)]
-                       if n in by_name), None)  # fmt: skip
+        origin = next(
+            (by_name[n] for n in [node.name, *ort_origin_names(node.name)] if n in by_name), None
+        )
         if origin is not None and origin.metadata_props:
             node.metadata_props.extend(origin.metadata_props)
             restored += 1

@@ -54,9 +54,13 @@ class TFLiteTarget(Target):
     # Interpreter of ai-edge-litert 2.3.0 takes no XNNPACK flags (fp16, weight cache)
     tuning_knobs = (
         Knob("xnnpack", (True, False), "XNNPACK delegate or the builtin kernels"),
-        Knob("api", ("interpreter", "compiled_model"), "the Interpreter or CompiledModel (CPU)",
-             requires={"xnnpack": True}),
-    )  # fmt: skip
+        Knob(
+            "api",
+            ("interpreter", "compiled_model"),
+            "the Interpreter or CompiledModel (CPU)",
+            requires={"xnnpack": True},
+        ),
+    )
     packages = (
         "ai-edge-litert",
         "litert-torch",

@@ -21,14 +21,42 @@ from edgekit.targets.manifest import Manifest
 from edgekit.targets.session import TensorSpec
 
 INTEGER = ("int8", "uint8", "int16", "int4")
-MAC_OPS = {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "CONV_3D", "FULLY_CONNECTED",
-           "BATCH_MATMUL"}  # fmt: skip
+MAC_OPS = {
+    "CONV_2D",
+    "DEPTHWISE_CONV_2D",
+    "TRANSPOSE_CONV",
+    "CONV_3D",
+    "FULLY_CONNECTED",
+    "BATCH_MATMUL",
+}
 QUANT_OPS = {"QUANTIZE", "DEQUANTIZE", "CAST"}
-DATA_OPS = {"RESHAPE", "TRANSPOSE", "CONCATENATION", "PAD", "PADV2", "SQUEEZE", "EXPAND_DIMS",
-            "SLICE", "STRIDED_SLICE", "GATHER", "PACK", "UNPACK", "SPLIT", "SPLIT_V", "SHAPE",
-            "BROADCAST_TO", "TILE"}  # fmt: skip
-WEIGHT_INPUT = {"CONV_2D": 1, "DEPTHWISE_CONV_2D": 1, "CONV_3D": 1, "FULLY_CONNECTED": 1,
-                "TRANSPOSE_CONV": 1, "BATCH_MATMUL": 1}  # fmt: skip
+DATA_OPS = {
+    "RESHAPE",
+    "TRANSPOSE",
+    "CONCATENATION",
+    "PAD",
+    "PADV2",
+    "SQUEEZE",
+    "EXPAND_DIMS",
+    "SLICE",
+    "STRIDED_SLICE",
+    "GATHER",
+    "PACK",
+    "UNPACK",
+    "SPLIT",
+    "SPLIT_V",
+    "SHAPE",
+    "BROADCAST_TO",
+    "TILE",
+}
+WEIGHT_INPUT = {
+    "CONV_2D": 1,
+    "DEPTHWISE_CONV_2D": 1,
+    "CONV_3D": 1,
+    "FULLY_CONNECTED": 1,
+    "TRANSPOSE_CONV": 1,
+    "BATCH_MATMUL": 1,
+}
 
 
 def census(path: Path, manifest: Manifest | None = None) -> Census:
@@ -166,8 +194,14 @@ class _Graph:
         tensor_name = (self.graph.Tensors(outs[0]).Name() or b"").decode() if outs else ""
         activation = next((t for t in ins if t >= 0 and not self.constant(t)), None)
         act = self.dtype(activation) if activation is not None else "float32"
-        entry = CensusOp(index, name, tensor_name, module_of(tensor_name), fast=delegated,
-                         where="XNNPACK" if delegated else "builtin kernels")  # fmt: skip
+        entry = CensusOp(
+            index,
+            name,
+            tensor_name,
+            module_of(tensor_name),
+            fast=delegated,
+            where="XNNPACK" if delegated else "builtin kernels",
+        )
         if name in QUANT_OPS:
             entry.kind = "quant"
         elif name in DATA_OPS:
@@ -227,8 +261,10 @@ class _Graph:
                 after = [c for t in self._outs(user) for c in consumers.get(t, [])]
                 if any(ops[c].op == "QUANTIZE" for c in after):
                     where = ops[user].module or ops[user].name
-                    pairs.append(f"DEQUANTIZE -> {ops[user].op} #{user} ({where}) -> QUANTIZE: "
-                                 f"runs in float between int8 ops")  # fmt: skip
+                    pairs.append(
+                        f"DEQUANTIZE -> {ops[user].op} #{user} ({where}) -> QUANTIZE: "
+                        f"runs in float between int8 ops"
+                    )
         return pairs
 
 

@@ -56,13 +56,19 @@ def _memory(output: str) -> dict[str, float]:
     releases' ``Peak memory footprint (MB): init= overall=``, read as the peak where no monitor
     line is printed."""
     figures: dict[str, float] = {}
-    delta = re.search(r"Memory footprint delta from the start of the tool \(MB\): "
-                      r"init=([\d.]+) overall=([\d.]+)", output)  # fmt: skip
+    delta = re.search(
+        r"Memory footprint delta from the start of the tool \(MB\): "
+        r"init=([\d.]+) overall=([\d.]+)",
+        output,
+    )
     if delta:
         figures["init_delta_mb"], figures["overall_delta_mb"] = map(float, delta.groups())
     older = re.search(r"Peak memory footprint \(MB\): init=[\d.]+ overall=([\d.]+)", output)
-    monitored = re.search(r"Overall peak memory footprint \(MB\) via periodic monitoring: "
-                          r"([\d.]+)", output)  # fmt: skip
+    monitored = re.search(
+        r"Overall peak memory footprint \(MB\) via periodic monitoring: "
+        r"([\d.]+)",
+        output,
+    )
     peak = monitored or older
     if peak:
         figures["peak_rss_mb"] = float(peak.group(1))

@@ -25,8 +25,13 @@ def fully_connected_tflite(arithmetic: str, size: int) -> bytes:
     kind = schema.TensorType.INT8 if int8 else schema.TensorType.FLOAT32
     buffers = [schema.BufferT()]  # buffer 0: the empty buffer of tensors without data
 
-    def tensor(name: str, shape: tuple[int, ...], data: np.ndarray | None = None,
-               scale: float | None = None, kind: int = kind) -> schema.TensorT:  # fmt: skip
+    def tensor(
+        name: str,
+        shape: tuple[int, ...],
+        data: np.ndarray | None = None,
+        scale: float | None = None,
+        kind: int = kind,
+    ) -> schema.TensorT:
         made = schema.TensorT(shape=list(shape), type=kind, name=name)
         if data is not None:
             buffer = schema.BufferT(data=np.frombuffer(data.tobytes(), np.uint8))
@@ -94,8 +99,11 @@ def _litert(arithmetic: str) -> Callable[[int, int], Call]:
 
 def kernels() -> tuple[Kernel, ...]:
     """fp32 and qs8 ``FULLY_CONNECTED``, each at 512^3 and 1024^3."""
-    made = [Kernel(RUNTIME, "FULLY_CONNECTED", "fp32", s, _litert("fp32"), PACKAGE)
-            for s in (512, 1024)]  # fmt: skip
-    made += [Kernel(RUNTIME, "FULLY_CONNECTED qs8", "int8", s, _litert("int8"), PACKAGE)
-             for s in (512, 1024)]  # fmt: skip
+    made = [
+        Kernel(RUNTIME, "FULLY_CONNECTED", "fp32", s, _litert("fp32"), PACKAGE) for s in (512, 1024)
+    ]
+    made += [
+        Kernel(RUNTIME, "FULLY_CONNECTED qs8", "int8", s, _litert("int8"), PACKAGE)
+        for s in (512, 1024)
+    ]
     return tuple(made)

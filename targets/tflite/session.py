@@ -223,8 +223,10 @@ class CompiledModelSession(Session):
             except RuntimeError:
                 log.echo = False  # the reason goes into the exception instead
         if model is None and not gpu:
-            raise EdgekitError(f"{path.name}: LiteRT's CompiledModel refused it on the CPU: "
-                               f"{(log.lines or ['no reason given'])[-1][:200]}")  # fmt: skip
+            raise EdgekitError(
+                f"{path.name}: LiteRT's CompiledModel refused it on the CPU: "
+                f"{(log.lines or ['no reason given'])[-1][:200]}"
+            )
         if model is None:
             raise DeviceUnavailable(_gpu_reason(log.lines))
         self._model = model

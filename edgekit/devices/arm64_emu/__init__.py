@@ -56,10 +56,13 @@ class GuestTimer(WorkerTimer):
         """A new emulated process on the same staged tree, which goes with the last session."""
         WorkerTimer.close(self)
         request, sample, timeout_s, command, env = self._how
-        again = GuestTimer(self._tree, self.label, request, sample, timeout_s=timeout_s,
-                           command=command, env=env)  # fmt: skip
-        again.runtime = {**again.runtime, **{k: v for k, v in self.runtime.items()
-                                             if k not in again.runtime}}  # fmt: skip
+        again = GuestTimer(
+            self._tree, self.label, request, sample, timeout_s=timeout_s, command=command, env=env
+        )
+        again.runtime = {
+            **again.runtime,
+            **{k: v for k, v in self.runtime.items() if k not in again.runtime},
+        }
         again.load_ms, again.first_ms = self.load_ms, self.first_ms
         return again
 
@@ -149,9 +152,14 @@ class Arm64EmuDevice(Device):
         request = request_for(artifact, target.session_module, threads, self._options(artifact))
         request.update(warmup=protocol.warmup, **trivial_fields(artifact.target))
         timer = GuestTimer(
-            tree, artifact.label, request, sample, timeout_s=max(timeout_s, TIMEOUT_S),
-            command=command, env=env,
-        )  # fmt: skip
+            tree,
+            artifact.label,
+            request,
+            sample,
+            timeout_s=max(timeout_s, TIMEOUT_S),
+            command=command,
+            env=env,
+        )
         timer.runtime = dict(timer.runtime, cpu_model=cpu, emulated=True, latency=LATENCY_LABEL)
         return timer
 

@@ -48,8 +48,9 @@ class _Opened:
 
     def __init__(self, module: ModuleType, request: dict) -> None:
         manifest = Manifest(request["manifest"])
-        self.session = module.open_session(request["artifact"], manifest,
-                                           Accelerator(request["accelerator"]), 1)  # fmt: skip
+        self.session = module.open_session(
+            request["artifact"], manifest, Accelerator(request["accelerator"]), 1
+        )
         self.staged = self.session.stage_raw(random_inputs(manifest.inputs))
         self.invoke = self.session.invoke
 
@@ -107,8 +108,15 @@ def main() -> None:
             staged = session.stage(np.load(request["input"]))
         first_ms = first_invoke_ms(session.invoke, staged)
         warm_ms = warm_up(session.invoke, staged, request["warmup"])
-        reply({"event": "ready", "load_ms": load_ms, "first_ms": first_ms, "warm_ms": warm_ms,
-               "runtime": runtime})  # fmt: skip
+        reply(
+            {
+                "event": "ready",
+                "load_ms": load_ms,
+                "first_ms": first_ms,
+                "warm_ms": warm_ms,
+                "runtime": runtime,
+            }
+        )
         for line in sys.stdin:
             command = json.loads(line)
             if command["cmd"] == "close":
