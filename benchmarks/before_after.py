@@ -23,7 +23,7 @@ from pathlib import Path
 from common import ARTIFACTS, DATA, HERE, artifacts, header, write_json, write_markdown
 
 from edgekit.devices import get_device
-from edgekit.measure.bench import measure
+from edgekit.measure.bench import measure_interleaved
 from edgekit.worker.latency import LatencyProtocol, LatencyRecord, NoiseGuard
 from edgekit.worker.parent import WorkerTimer, child_env
 
@@ -105,7 +105,7 @@ def pool(tree: Path, model: str, threads: int, log) -> dict:
         timers.append(before)
         records.append(LatencyRecord(f"{artifact.label} (before)", "cpu", threads, "failed"))
     log(f"{model} x{threads}: {len(timers)} sides interleaved (old and new)")
-    result = measure(timers, records, PROTOCOL, GUARD)
+    result = measure_interleaved(timers, records, PROTOCOL, GUARD)
     rows = []
     for label, side in pairs:
         new_record, old_record = records[side], records[side + 1]

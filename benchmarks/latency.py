@@ -22,7 +22,7 @@ from pathlib import Path
 from common import DATA, HERE, artifacts, header, machine, write_json, write_markdown
 
 from edgekit.devices import get_device
-from edgekit.measure.bench import baseline_timer, measure
+from edgekit.measure.bench import baseline_timer, measure_interleaved
 from edgekit.measure.peak import MachinePeaks, arithmetic_of, shares_of
 from edgekit.report.peaks import peak_of, peak_source, peaks_text, percent
 from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol, LatencyRecord, NoiseGuard
@@ -92,7 +92,7 @@ def pool(model: str, threads: int, log, protocol: LatencyProtocol = PROTOCOL) ->
     records.append(LatencyRecord("torch eager/fp32", "cpu", threads, "failed"))
     eager = len(records) - 1
     log(f"{model} x{threads}: {len(timers)} sides interleaved")
-    result = measure(timers, records, protocol, GUARD)
+    result = measure_interleaved(timers, records, protocol, GUARD)
     rows = []
     for side, (artifact, record) in enumerate(zip([*made, None], records, strict=True)):
         row = {
@@ -151,7 +151,7 @@ def tool_comparison(model: str, threads: int, log) -> list[dict]:
             LatencyRecord("LiteRT tool", "cpu", threads, "failed"),
         ]
         log(f"{model} {artifact.label} x{threads}: edgekit against LiteRT's tool, interleaved")
-        result = measure(timers, records, TOOL_PROTOCOL, GUARD)
+        result = measure_interleaved(timers, records, TOOL_PROTOCOL, GUARD)
         ratio, ci = result.ratio(0, 1)
         found.append(
             {

@@ -21,11 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from edgekit.devices import DEFAULT_DEVICE
+
+if TYPE_CHECKING:
+    from edgekit.measure.prediction_gates import PredictionBounds
+    from edgekit.records import AccuracyRecord
 
 
 def assert_accuracy_drop(
@@ -48,7 +52,7 @@ def assert_accuracy_drop(
 
 
 def check_record(
-    record: Any,
+    record: AccuracyRecord,
     max_drop: float | None = None,
     min_agreement: float | None = None,
     min_sqnr: float | None = None,
@@ -95,7 +99,9 @@ def assert_flips(
     return _assert_predictions(artifact, data, device, bounds)
 
 
-def _assert_predictions(artifact: str | Path, data: str, device: str, bounds: Any) -> Any:
+def _assert_predictions(
+    artifact: str | Path, data: str, device: str, bounds: PredictionBounds
+) -> Any:
     from edgekit.measure.accuracy import evaluate_artifact
     from edgekit.measure.gates import format_gates
     from edgekit.measure.prediction_gates import prediction_gates

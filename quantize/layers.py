@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from edgekit.errors import UserInputError
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class Layer:
     weighted: Any  # the Conv2d / Linear holding the weights
 
 
-def find_layers(module: Any) -> list[Layer]:
+def find_layers(module: torch.nn.Module) -> list[Layer]:
     """Conv/linear units in definition order, named by module path."""
     import torch
 
@@ -55,7 +58,7 @@ def find_layers(module: Any) -> list[Layer]:
     return layers
 
 
-def _weighted(module: Any) -> bool:
+def _weighted(module: torch.nn.Module) -> bool:
     import torch
 
     return isinstance(module, torch.nn.Conv2d | torch.nn.Linear)
@@ -72,7 +75,9 @@ def layer_of(path: str, names: list[str]) -> str | None:
     return best
 
 
-def consumers(module: Any, example: np.ndarray, names: list[str]) -> dict[str, list[str]]:
+def consumers(
+    module: torch.nn.Module, example: np.ndarray, names: list[str]
+) -> dict[str, list[str]]:
     """layer -> the layers that read its output tensor directly (from torch.export's graph),
     the tensor after the BatchNorm and activation the targets fold into the layer."""
     graph = exported_graph(module, example)
@@ -99,7 +104,7 @@ def consumers(module: Any, example: np.ndarray, names: list[str]) -> dict[str, l
 FOLDED_OPS = ("batch_norm", "relu", "hardtanh", "clamp", "getitem")
 
 
-def _folded_end(node: Any, owner: dict[Any, str]) -> Any:
+def _folded_end(node: torch.fx.Node, owner: dict[Any, str]) -> Any:
     """The node that really produces a layer's output tensor: its last node, or the BatchNorm
     and activation that read only it and belong to no other layer."""
     while len(node.users) == 1:
@@ -111,7 +116,7 @@ def _folded_end(node: Any, owner: dict[Any, str]) -> Any:
     return node
 
 
-def exported_graph(module: Any, example: np.ndarray) -> Any:
+def exported_graph(module: torch.nn.Module, example: np.ndarray) -> Any:
     import torch
 
     with warnings.catch_warnings():

@@ -3,13 +3,21 @@ calibrate, convert."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+if TYPE_CHECKING:
+    import torch
+    from torchao.quantization.pt2e.quantizer import Quantizer
+
 
 def quantize_pt2e(
-    module: Any, example: np.ndarray, quantizer: Any, calibration: np.ndarray, fold: bool = True
+    module: torch.nn.Module,
+    example: np.ndarray,
+    quantizer: Quantizer,
+    calibration: np.ndarray,
+    fold: bool = True,
 ) -> Any:
     """A converted (quantize/dequantize annotated) GraphModule for ``module``.
 

@@ -34,6 +34,8 @@ from edgekit.errors import UnsupportedExport
 from edgekit.quantize.layers import Layer, consumers, find_layers
 
 if TYPE_CHECKING:
+    import torch
+
     from edgekit.sources.source import SourceModel
 
 DEFAULT_SAMPLES = 64  # calibration samples: ranges from them and SQNR on them
@@ -80,7 +82,7 @@ class DebugReport:
         return _finite(payload)
 
 
-def _finite(value: Any) -> Any:
+def _finite(value: object) -> Any:
     """JSON has no inf: an exact match (no noise) is written as null."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -95,7 +97,7 @@ def _finite(value: Any) -> Any:
 # The int8 simulation
 
 
-def _fake_quant_weight(weight: Any) -> Any:
+def _fake_quant_weight(weight: torch.Tensor) -> Any:
     """Symmetric per-output-channel int8 (what all three targets use for weights). BatchNorm
     folding scales each output channel, so quantizing the unfolded weight is the same."""
     import torch
@@ -106,7 +108,7 @@ def _fake_quant_weight(weight: Any) -> Any:
     return torch.clamp(torch.round(weight / scale.view(shape)), -127, 127) * scale.view(shape)
 
 
-def _fake_quant_activation(x: Any, low: float, high: float) -> Any:
+def _fake_quant_activation(x: torch.Tensor, low: float, high: float) -> Any:
     """Per-tensor affine 8-bit over [low, high] (the range always holds 0)."""
     import torch
 
@@ -119,7 +121,7 @@ def _fake_quant_activation(x: Any, low: float, high: float) -> Any:
 class _Simulator:
     """Runs the model with a chosen set of layers int8 (weights + output tensor)."""
 
-    def __init__(self, module: Any, layers: list[Layer], x: np.ndarray) -> None:
+    def __init__(self, module: torch.nn.Module, layers: list[Layer], x: np.ndarray) -> None:
         import torch
 
         self.module = copy.deepcopy(module).eval()
@@ -146,7 +148,9 @@ class _Simulator:
         handles = []
 
         def hook(name: str) -> Callable[..., Any]:
-            def apply(_module: Any, _inputs: Any, output: Any) -> Any:
+            def apply(
+                _module: torch.nn.Module, _inputs: tuple[Any, ...], output: torch.Tensor
+            ) -> Any:
                 if record:
                     self.ranges[name] = (float(output.min()), float(output.max()))
                 if name in quantized:

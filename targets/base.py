@@ -184,9 +184,12 @@ class Target:
         module = importlib.import_module(self.session_module)
         return module.open_session(Path(path), manifest, accelerator, threads, **options)
 
-    def coverage(self, path: Path, manifest: Manifest) -> Coverage:
-        """What of the file runs on the runtime's fast path (its delegate, its int8 kernels)."""
-        return self.role_function("coverage")(Path(path), manifest)
+    def coverage(self, path: Path, manifest: Manifest, census: Census | None = None) -> Coverage:
+        """What of the file runs on the runtime's fast path (its delegate, its int8 kernels);
+        given the file's ``census`` (an export reads it once), derived from it, not read again.
+        A target's coverage function takes the census: it never reads the file itself."""
+        found = census if census is not None else self.census(path, manifest)
+        return self.role_function("coverage")(Path(path), manifest, found)
 
     def runtime_code(self, file: str, options: dict[str, Any]) -> list[str]:
         """The lines of the runtime's own API that open ``file`` with ``options`` (the thread

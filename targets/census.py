@@ -24,13 +24,22 @@ Vocabulary:
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from edgekit.records import Coverage
+from edgekit.targets.manifest import Manifest
 from edgekit.targets.session import TensorSpec
 
 COMPUTE_DTYPES = ("int8", "fp16", "fp32", "none")
 KINDS = ("mac", "elementwise", "quant", "data")
+# the ops an int8 share counts: those with the multiply-accumulates (conv, matmul). Formats split
+# activations and requantization into elementwise ops differently (XNNPACK's separate clamps,
+# onnxruntime's dequantize arithmetic: 24, 37 and 94 "arithmetic" ops for one model), so only
+# these counts compare across targets; the summaries name the float elementwise ops
+COMPUTING = ("mac",)
 
 
 @dataclass
@@ -64,6 +73,9 @@ class Census:
     # round trip through float between two int8 ops, described in one line
     qdq_pairs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # how the file was read
+    # what the reader saw beside the ops, for the format's coverage words (a .tflite's XNNPACK
+    # partitions, an .onnx file's own node counts, a .pte's delegate calls)
+    facts: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,3 +104,40 @@ def clean_module_path(name: str) -> str:
         name = _GETATTR.sub(lambda match: f"{match.group(1)}.{match.group(2)}", name)
     name = _ITEM.sub(lambda match: f".{match.group(1)}", _SELF.sub("", name))
     return _CALL_COUNT.sub("", name).strip(".")
+
+
+def coverage_of(
+    census: Census,
+    manifest: Manifest,
+    summary: Callable[[Census, bool], list[str]],
+    *,
+    transpose: Callable[[CensusOp], bool],
+    fallback: Callable[[CensusOp], str] = lambda op: op.op,
+    quantized: bool = False,
+) -> Coverage:
+    """What of the file runs on the fast path, from its census (the file is read once per
+    export, for census, coverage and audit alike): every op counts once; the compute ops are
+    the census's MAC ops (``COMPUTING``), and int8 is the census's own ``compute``. The format gives
+    its words: which ops are layout transposes, what a slow op is called, its summary lines,
+    and (an .onnx) whether the file holds quantization markers. int8 counts are given for a
+    quantized file: an int8 recipe, int8 compute, or ``quantized``."""
+    ops = census.ops
+    compute = [op for op in ops if op.kind in COMPUTING]
+    int8 = [op for op in compute if op.compute == "int8"]
+    quantized = quantized or manifest.recipe.startswith("int8") or bool(int8)
+    return Coverage(
+        total_ops=len(ops),
+        fast_ops=sum(op.fast for op in ops),
+        fallback_ops=sorted({fallback(op) for op in ops if not op.fast}),
+        transposes=sum(transpose(op) for op in ops),
+        int8_ops=len(int8) if quantized else None,
+        compute_ops=len(compute) if quantized else None,
+        summary="; ".join(summary(census, quantized)),
+    )
+
+
+def counted(names: Iterable[str], *, most_common: bool = False, times: str = " x") -> str:
+    """``CONV_2D x3, ADD x1``: names with their counts, in first-seen order (or most first)."""
+    counts = Counter(names)
+    pairs = counts.most_common() if most_common else counts.items()
+    return ", ".join(f"{name}{times}{count}" for name, count in pairs)

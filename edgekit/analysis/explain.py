@@ -11,23 +11,29 @@ makes the one line ``edgekit bench`` and ``edgekit run`` print from the op censu
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgekit.common.stats import recorded_ratio
 from edgekit.targets.census import Census
 from edgekit.targets.profiling import DATA_GROUP, QUANT_GROUP
+
+if TYPE_CHECKING:
+    from edgekit.records import ArtifactProfile
+    from edgekit.results import Row
 
 INT8_ISA = ("avx512_vnni", "avx_vnni", "amx_int8")
 FP16_ISA = ("avx512_fp16", "f16c")
 TINY_MACS = 20_000_000  # below this, a few microseconds of dispatch per op weigh like the MACs
 
 
-def speedup(fp32: Any, timed: Any) -> dict | None:
+def speedup(
+    fp32: ArtifactProfile | Row | dict[str, Any], timed: ArtifactProfile | Row | dict[str, Any]
+) -> dict | None:
     """fp32 time over this artifact's, both timed in one pool, with its 95 % interval
     (``edgekit.common.stats.recorded_ratio``: each is a profile, a row or a dict of what was
     recorded)."""
 
-    def rounds(item: Any) -> list:
+    def rounds(item: ArtifactProfile | Row | dict[str, Any]) -> list:
         return (item.get("rounds_ms") if isinstance(item, dict) else item.rounds_ms) or []
 
     if not rounds(fp32) or len(rounds(fp32)) != len(rounds(timed)):
@@ -61,7 +67,13 @@ def kernels(census: Census, events: dict[int, list[str]] | None = None) -> str:
     return ", ".join(f"{name} x{count}" for name, count in names.most_common(4))
 
 
-def findings(profile: Any, base: Any | None, census: Census, placed: list, isa: list[str]) -> list:
+def findings(
+    profile: ArtifactProfile,
+    base: ArtifactProfile | None,
+    census: Census,
+    placed: list,
+    isa: list[str],
+) -> list:
     """The explanation of one profiled artifact, largest cause first."""
     if not profile.layers:
         return [profile.method]
@@ -123,7 +135,7 @@ def findings(profile: Any, base: Any | None, census: Census, placed: list, isa: 
     return lines
 
 
-def _slower_layers(profile: Any, base: Any) -> list[tuple[float, str]]:
+def _slower_layers(profile: ArtifactProfile, base: ArtifactProfile) -> list[tuple[float, str]]:
     fp32 = {layer.name: layer.ms for layer in base.layers}
     worse = [
         (layer.ms - fp32[layer.name], layer)

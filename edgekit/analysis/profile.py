@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from edgekit.artifacts.artifact import Artifact, as_artifact
 from edgekit.errors import EdgekitError
@@ -23,6 +23,12 @@ from edgekit.targets import get_target
 from edgekit.targets.census import Census
 from edgekit.targets.profiling import DATA_GROUP, QUANT_GROUP, OpTimes, Placed, family, place
 from edgekit.worker.latency import LatencyProtocol, NoiseGuard
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from edgekit.common.progress import Progress
+    from edgekit.targets.census import CensusOp
 
 TOP_OPS = 5
 
@@ -33,7 +39,7 @@ def profile_artifacts(
     runs: int = 50,
     warmup: int = 10,
     protocol: LatencyProtocol | None = None,
-    progress: Any = None,
+    progress: Progress | None = None,
     timed: dict[str, Timing] | None = None,
 ) -> list[ArtifactProfile]:
     """Profile every artifact on the host CPU and time them interleaved; explain each against
@@ -164,7 +170,12 @@ def layers_of(
     return layers
 
 
-def _group(op: Any, entry: Placed, names: list[str], layer_of: Any) -> str:
+def _group(
+    op: CensusOp | None,
+    entry: Placed,
+    names: list[str],
+    layer_of: Callable[[str, list[str]], str | None],
+) -> str:
     kind = op.kind if op is not None else family(entry.name)
     if kind == "quant":
         return QUANT_GROUP

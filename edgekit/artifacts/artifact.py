@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgekit.common.fileio import sha256_file
 from edgekit.common.schema import check_fields
 from edgekit.errors import UserInputError
 from edgekit.results import artifact_label
 from edgekit.targets.manifest import SCHEMA_VERSION, Manifest
+
+if TYPE_CHECKING:
+    from edgekit.artifacts.foreign import ForeignOptions
 
 
 def manifest_path(artifact: Path) -> Path:
@@ -153,7 +156,7 @@ def as_artifact(item: str | Path | Artifact) -> Artifact:
 def load_artifact(
     path: str | Path,
     verify_digest: bool = True,
-    foreign: Any = None,
+    foreign: ForeignOptions | None = None,
     manifest: Manifest | dict | None = None,
 ) -> Artifact:
     """Open an artifact's manifest; without one (a file another tool made) describe the file

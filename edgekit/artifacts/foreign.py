@@ -38,7 +38,7 @@ class ForeignOptions:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
     @classmethod
-    def from_dict(cls, payload: Any, where: str) -> ForeignOptions:
+    def from_dict(cls, payload: object, where: str) -> ForeignOptions:
         """Options from ``[model]`` in edgekit.toml or a manifest's load options, each checked:
         a wrong type is one line naming ``where`` and the key."""
         if not isinstance(payload, dict):
@@ -94,13 +94,13 @@ MODEL_KEYS = (
 )
 
 
-def _text(value: Any, key: str, where: str) -> str:
+def _text(value: object, key: str, where: str) -> str:
     if not isinstance(value, str):
         raise UserInputError(f"{where}: {key!r} must be a string, got {value!r}")
     return value
 
 
-def _numbers(value: Any, key: str, where: str) -> tuple[float, ...]:
+def _numbers(value: object, key: str, where: str) -> tuple[float, ...]:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = [value]
     if (

@@ -50,7 +50,7 @@ def tuned_p50(manifest: Manifest, device: str, threads: int, p50_ms: float) -> d
     }
 
 
-def _numbers(value: Any, count: int) -> bool:
+def _numbers(value: object, count: int) -> bool:
     if not isinstance(value, list | tuple) or len(value) != count:  # a Manifest holds tuples
         return False
     return all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)

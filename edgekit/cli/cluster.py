@@ -52,7 +52,7 @@ def start(
     if not head:
         raise UserInputError("cluster start: give --head (other machines: edgekit cluster join)")
     record = start_node(
-        True, port=port, node_ip=node_ip, num_cpus=num_cpus, extra_resources=_extra(resources)
+        head=True, port=port, node_ip=node_ip, num_cpus=num_cpus, extra_resources=_extra(resources)
     )
     devices = sorted(k for k in record.resources if k.startswith("edgekit_device_"))
     console.print(
@@ -73,7 +73,11 @@ def join(
     from edgekit.cluster.nodes import start_node
 
     record = start_node(
-        False, address, node_ip=node_ip, num_cpus=num_cpus, extra_resources=_extra(resources)
+        head=False,
+        address=address,
+        node_ip=node_ip,
+        num_cpus=num_cpus,
+        extra_resources=_extra(resources),
     )
     console.print(f"joined {address} (pid {record.pid})")
 

@@ -121,8 +121,8 @@ def export(
                 name,
                 max_drop,
                 output,
-                calibration_samples,
-                max_steps,
+                calibration_samples=calibration_samples,
+                max_steps=max_steps,
                 point_estimate=point_estimate,
                 bench_guard=None if noise_guard else NoiseGuard(enabled=False),
             )

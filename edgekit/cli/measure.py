@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -43,6 +43,9 @@ from edgekit.cli.options import (
 )
 from edgekit.devices import DEFAULT_DEVICE
 from edgekit.errors import GateFailed, UserInputError
+
+if TYPE_CHECKING:
+    from edgekit.measure.memory_gates import MemoryBounds
 
 
 @app.command("eval")
@@ -169,7 +172,7 @@ def bench(
     _bench_exit(records)
 
 
-def _leak_run(bounds: Any) -> dict[str, Any]:
+def _leak_run(bounds: MemoryBounds) -> dict[str, Any]:
     """How long the memory probe runs: 10,000 invokes (at most a minute) for a leak bound, a
     couple of seconds for the rest."""
     if bounds.max_leak_kb_per_1k is not None:

@@ -7,12 +7,15 @@ import inspect
 import typing
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from edgekit.devices import DEVICE_MODULES, device_names
 from edgekit.errors import UserInputError
+
+if TYPE_CHECKING:
+    from edgekit.artifacts.foreign import ForeignOptions as ForeignFlags
 
 MODEL_HELP = (
     "zoo name, module:factory, .pt2, .keras, .onnx, or a Hugging Face save_pretrained folder"
@@ -31,8 +34,10 @@ ArtifactsArgument = Annotated[
     list[Path] | None, typer.Argument(help="artifact files (.tflite, .pte, .onnx)")
 ]
 
+T = TypeVar("T")  # an option's value, under either of its names
 
-def renamed(value: Any, old_value: Any, old: str, new: str) -> Any:
+
+def renamed(value: T | None, old_value: T | None, old: str, new: str) -> T | None:
     """An option's value under its name ``new`` or its old spelling ``old``: the old one still
     works, with one line saying so; both at once is bad input."""
     if old_value is None:
@@ -190,7 +195,7 @@ def resolve_device(name: str, serial: str | None, cpu: str | None, xnnpack: bool
     return get_device(name, **device_options(serial, cpu, xnnpack))
 
 
-def resolve_artifacts(paths: Iterable[Path | str], foreign: Any) -> list[Any]:
+def resolve_artifacts(paths: Iterable[Path | str], foreign: ForeignFlags | None) -> list[Any]:
     """The Artifacts a command was given, loaded once at the CLI's edge: a file another tool
     made is described from itself and the ``foreign`` flags."""
     from edgekit.artifacts.artifact import load_artifact

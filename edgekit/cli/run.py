@@ -29,6 +29,10 @@ from edgekit.cli.options import (
 from edgekit.errors import EdgekitError, UserInputError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from edgekit.artifacts.foreign import ForeignOptions as ForeignFlags
+    from edgekit.run.config import RunConfig
     from edgekit.run.executor import Executor
     from edgekit.run.matrix import RunResult
 
@@ -220,8 +224,9 @@ def run(
     _run_exit(result, asked)
 
 
-def _run(settings: Any, say: Any, history: Path | None, foreign: Any, cluster: str | None,
-         shared_dir: Path | None, resume: Path | None) -> Any:  # fmt: skip
+def _run(settings: RunConfig, say: Callable[[str], None], history: Path | None,
+         foreign: ForeignFlags | None, cluster: str | None, shared_dir: Path | None,
+         resume: Path | None) -> Any:  # fmt: skip
     """The run, here or on a cluster; a resumed one runs only what its directory lacks."""
     from edgekit.run.matrix import run_matrix
     from edgekit.run.resume import resume_run

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from edgekit.cli.console import console, warn
 from edgekit.results import precision_label
+
+if TYPE_CHECKING:
+    from edgekit.export.accuracy_aware import AccuracyAwareResult
+    from edgekit.worker.latency import LatencyRecord
 
 
 def exports(results: list[Any], failures: list[tuple[str, str, str]]) -> None:
@@ -43,7 +47,7 @@ def exports(results: list[Any], failures: list[tuple[str, str, str]]) -> None:
         console.print(f"[red]not exported[/] {target}/{recipe}: {why}", soft_wrap=True)
 
 
-def accuracy_aware(target: str, aware: Any) -> None:
+def accuracy_aware(target: str, aware: AccuracyAwareResult) -> None:
     table = Table(
         "step",
         "kept float",
@@ -281,7 +285,7 @@ def latency(records: list[Any]) -> None:
     assumptions(records)
 
 
-def tuned_agreement(record: Any) -> str:
+def tuned_agreement(record: LatencyRecord) -> str:
     """Whether a tuned file's p50 fell where edgekit tune said another session's would."""
     tuned, p50 = record.tuned_p50, record.stats["p50_ms"]
     low, high = tuned["interval_ms"]

@@ -88,8 +88,8 @@ class ClusterExecutor:
         for index, target, recipe in cells:
             config, subject = jobs[index]
             refs[(index, target, recipe)] = task.remote(
-                asdict(config), _model(subject.source), config.data, target, recipe, self._shared(),
-                weights[index],
+                asdict(config), _model(subject.source), config.data, target, recipe,
+                shared=self._shared(), weights=weights[index],
             )  # fmt: skip
         say(f"{len(refs)} export(s) scheduled on {len(self.nodes)} node(s)")
         deadline = max(config.timeout for config, _ in jobs) * 4
@@ -187,7 +187,7 @@ class ClusterExecutor:
 
     def _failed_rows(self, exported: list[Artifact], device: str, config: RunConfig,
                      error: EdgekitError) -> list[Row]:  # fmt: skip
-        rows = [failed_row(a.target, a.recipe, device, threads, error, a)
+        rows = [failed_row(a.target, a.recipe, device, threads, error, artifact=a)
                 for a in exported for threads in config.threads]  # fmt: skip
         for row in rows:
             row.node = getattr(error, "node", None)  # known when its node could not import
@@ -329,7 +329,7 @@ def load_on_node(model: dict, weights: bytes | None, folder: Path) -> Any:
         raise shipping.cannot_import(exc, model["spec"], node_name()) or exc from None
 
 
-def export_cell(config: dict, model: dict, data: str, target: str, recipe: str,
+def export_cell(config: dict, model: dict, data: str, target: str, recipe: str, *,
                 shared: str | None, weights: bytes | None = None) -> dict:  # fmt: skip
     """On a cluster node: one export, returned as bytes (or left in the shared directory)."""
     from edgekit.run.cells import export_one

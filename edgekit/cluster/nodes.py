@@ -81,6 +81,7 @@ def reachable(address: str, timeout: float = 5.0) -> None:
 
 
 def start_node(
+    *,
     head: bool,
     address: str | None = None,
     port: int = DEFAULT_PORT,

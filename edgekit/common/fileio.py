@@ -89,12 +89,12 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         tmp.write_bytes(data)
 
 
-def write_json_atomic(path: Path, payload: Any) -> None:
+def write_json_atomic(path: Path, payload: object) -> None:
     text = json.dumps(payload, indent=2, sort_keys=False, default=_json_default) + "\n"
     write_bytes_atomic(path, text.encode())
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: object) -> Any:
     import numpy as np
 
     if isinstance(value, np.generic):

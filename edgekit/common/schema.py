@@ -22,7 +22,7 @@ def record_spec(record: type) -> dict[str, Any]:
     return spec
 
 
-def matches(value: Any, kind: Any) -> bool:
+def matches(value: object, kind: Any) -> bool:
     """Does ``value`` (parsed JSON/TOML) fit the annotation ``kind``? A dataclass is an object
     whose keys have their fields' types (``list[LayerTime]``: a list of such objects)."""
     if kind is Any:
@@ -58,12 +58,12 @@ def matches(value: Any, kind: Any) -> bool:
     return isinstance(value, kind)
 
 
-def type_name(kind: Any) -> str:
+def type_name(kind: object) -> str:
     return str(kind).replace("typing.", "").replace("<class '", "").replace("'>", "")
 
 
 def check_fields(
-    payload: Any, spec: dict[str, Any], where: str, required: tuple[str, ...] = ()
+    payload: object, spec: dict[str, Any], where: str, required: tuple[str, ...] = ()
 ) -> None:
     """Every key of ``spec`` present in ``payload`` has its type; ``required`` keys exist.
     A nested dict spec checks a nested object."""

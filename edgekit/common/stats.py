@@ -381,14 +381,14 @@ def relative_half_width(interval: tuple[float, float], ratio: float) -> float:
 
 
 def recorded_ratio(
-    side: Any, reference: Any, confidence: float = 0.95
+    side: object, reference: object, confidence: float = 0.95
 ) -> tuple[float, tuple[float, float]]:
     """``side``'s latency over ``reference``'s from what was recorded of each (a result row, a
     profile, or a dict with ``latency_fit``, ``rounds_ms``, ``round_sessions`` and
     ``noise_band``), both of one pool: from their levels in the pool's two-level fit, or, for
     what was recorded before the fit existed, from the paired rounds (``ratio_interval``)."""
 
-    def read(item: Any, name: str) -> Any:
+    def read(item: object, name: str) -> Any:
         return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
 
     fits = read(side, "latency_fit"), read(reference, "latency_fit")

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from edgekit.devices.base import Device, DeviceTraits
 from edgekit.errors import DeviceUnavailable
 from edgekit.targets import get_target
 from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol
+
+if TYPE_CHECKING:
+    from edgekit.artifacts.artifact import Artifact
 
 ADB_TIMEOUT_S = 30
 REMOTE_DIR = "/data/local/tmp/edgekit"
@@ -155,7 +158,7 @@ def runner_path(target_name: str) -> Path:
 class RunnerTimer(BlockTimer):
     """The artifact and its runner pushed to the phone; a block is one run of the runner."""
 
-    def __init__(self, artifact: Any, serial: str | None, threads: int, gpu: bool) -> None:
+    def __init__(self, artifact: Artifact, serial: str | None, threads: int, gpu: bool) -> None:
         self.label = artifact.label
         self._official = get_target(artifact.target).official_runner()
         local_runner = runner_path(artifact.target)
@@ -242,7 +245,7 @@ class AndroidDevice(Device):
             latency_comparable=True, predicts=False, note="Android over adb", where="remote"
         )
 
-    def unavailable_reason(self, artifact: Any) -> str | None:
+    def unavailable_reason(self, artifact: Artifact) -> str | None:
         try:
             choose_device(self.settings.get("serial"))
             runner_path(artifact.target)
@@ -250,7 +253,9 @@ class AndroidDevice(Device):
             return str(exc)
         return None
 
-    def predict(self, artifact: Any, x: np.ndarray, threads: int = 1) -> tuple[np.ndarray, dict]:
+    def predict(
+        self, artifact: Artifact, x: np.ndarray, threads: int = 1
+    ) -> tuple[np.ndarray, dict]:
         raise DeviceUnavailable(NO_OUTPUTS)
 
     def advertise(self) -> dict[str, float]:
@@ -264,7 +269,7 @@ class AndroidDevice(Device):
 
     def timer(
         self,
-        artifact: Any,
+        artifact: Artifact,
         threads: int,
         sample: np.ndarray | None,
         protocol: LatencyProtocol,

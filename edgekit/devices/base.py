@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from edgekit.errors import UserInputError
 from edgekit.targets.session import Accelerator
 from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol
 from edgekit.worker.parent import WorkerTimer, artifact_timer, predict_in_child
+
+if TYPE_CHECKING:
+    from edgekit.artifacts.artifact import Artifact
 
 __all__ = [
     "Accelerator",
@@ -75,17 +78,19 @@ class Device:
         an absent device it was not asked for by name, and refuses one it was."""
         return None
 
-    def unavailable_reason(self, artifact: Any) -> str | None:
+    def unavailable_reason(self, artifact: Artifact) -> str | None:
         """None when this device can run ``artifact`` here, else why not (one line)."""
         return None
 
-    def predict(self, artifact: Any, x: np.ndarray, threads: int = 1) -> tuple[np.ndarray, dict]:
+    def predict(
+        self, artifact: Artifact, x: np.ndarray, threads: int = 1
+    ) -> tuple[np.ndarray, dict]:
         """Float32 logits of NCHW float32 ``x``, and what ran them."""
         raise NotImplementedError
 
     def timer(
         self,
-        artifact: Any,
+        artifact: Artifact,
         threads: int,
         sample: np.ndarray | None,
         protocol: LatencyProtocol,
@@ -95,7 +100,7 @@ class Device:
         raise NotImplementedError
 
     def host_reference(
-        self, artifact: Any, x: np.ndarray, threads: int = 1
+        self, artifact: Artifact, x: np.ndarray, threads: int = 1
     ) -> tuple[np.ndarray, str]:
         """The same artifact's logits on the host (devices whose traits say compare_to_host)."""
         raise NotImplementedError

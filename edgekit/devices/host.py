@@ -7,7 +7,7 @@ numerics there, but its latency is a CPU's, so such rows are never comparable.""
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from edgekit.targets import get_target
 from edgekit.targets.session import Accelerator
 from edgekit.worker.latency import BlockTimer, LatencyProtocol
 from edgekit.worker.parent import artifact_timer, predict_in_child
+
+if TYPE_CHECKING:
+    from edgekit.artifacts.artifact import Artifact
 
 SOFTWARE_VULKAN = "software Vulkan, not a GPU speed"
 
@@ -33,7 +36,7 @@ class HostDevice(Device):
     accelerator: Accelerator = Accelerator.CPU
     tells_memory = True  # its sessions run in children of this machine (/proc/self/status)
 
-    def session_options(self, artifact: Any) -> dict[str, Any]:
+    def session_options(self, artifact: Artifact) -> dict[str, Any]:
         """The runtime options ``edgekit tune`` wrote into the manifest (for this device),
         under the device's own settings (``--no-xnnpack`` wins over a tuned ``xnnpack``)."""
         accepted = get_target(artifact.target).session_options
@@ -41,13 +44,15 @@ class HostDevice(Device):
         settings = {key: value for key, value in self.settings.items() if key in accepted}
         return {**tuned, **settings}
 
-    def unavailable_reason(self, artifact: Any) -> str | None:
+    def unavailable_reason(self, artifact: Artifact) -> str | None:
         target = get_target(artifact.target)
         if self.accelerator not in target.accelerators:
             return f"{target.name} has no {self.name} path in this edgekit"
         return None
 
-    def predict(self, artifact: Any, x: np.ndarray, threads: int = 1) -> tuple[np.ndarray, dict]:
+    def predict(
+        self, artifact: Artifact, x: np.ndarray, threads: int = 1
+    ) -> tuple[np.ndarray, dict]:
         logits, runtime = predict_in_child(
             artifact.path,
             x,
@@ -60,7 +65,7 @@ class HostDevice(Device):
 
     def timer(
         self,
-        artifact: Any,
+        artifact: Artifact,
         threads: int,
         sample: np.ndarray | None,
         protocol: LatencyProtocol,

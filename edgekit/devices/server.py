@@ -9,12 +9,15 @@ Needs ``pip install 'edgekit-bench[cuda]'`` (onnxruntime-gpu) and a CUDA build o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgekit.devices import register
 from edgekit.devices.base import DeviceTraits
 from edgekit.devices.host import HostDevice
 from edgekit.targets.session import Accelerator
+
+if TYPE_CHECKING:
+    from edgekit.artifacts.artifact import Artifact
 
 SERVER_NOTE = "server GPU (onnxruntime execution provider): not an on-device figure"
 PROVIDERS = {"cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
@@ -24,10 +27,10 @@ class ServerDevice(HostDevice):
     accelerator = Accelerator.GPU
     provider = "cuda"
 
-    def session_options(self, artifact: Any) -> dict[str, Any]:
+    def session_options(self, artifact: Artifact) -> dict[str, Any]:
         return {"provider": self.provider}
 
-    def unavailable_reason(self, artifact: Any) -> str | None:
+    def unavailable_reason(self, artifact: Artifact) -> str | None:
         from edgekit.common.machine import cuda_facts, onnxruntime_providers
         from edgekit.targets import get_target
 

@@ -65,6 +65,7 @@ def export_accuracy_aware(
     target: str,
     max_drop: float,
     out_dir: Path,
+    *,
     calibration_samples: int = 200,
     max_steps: int = DEFAULT_MAX_STEPS,
     ranking: list[str] | None = None,
@@ -123,10 +124,12 @@ def export_accuracy_aware(
                 target,
                 keep,
                 scratch / f"step{index}",
-                calibration_samples,
-                validation_samples,
+                calibration_samples=calibration_samples,
+                validation_samples=validation_samples,
             )
-            step = _measure(artifact, selection, baseline, dataset, index, keep, added)
+            step = _measure(
+                artifact, selection, baseline, dataset, index=index, keep=keep, added=added
+            )
             steps.append(step)
             artifacts.append(artifact)
             over = _over(step.drop_points, step.drop_ci[1], max_drop, point_estimate)
@@ -144,10 +147,10 @@ def export_accuracy_aware(
             Path(out_dir),
             steps,
             chosen,
-            max_drop,
-            evaluation,
-            within,
-            point_estimate,
+            max_drop=max_drop,
+            evaluation=evaluation,
+            within=within,
+            point_estimate=point_estimate,
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -179,6 +182,7 @@ def _export_step(
     target: str,
     keep: list[str],
     directory: Path,
+    *,
     calibration_samples: int,
     validation_samples: int,
 ) -> Artifact:
@@ -210,6 +214,7 @@ def _measure(
     split: Split,
     baseline: np.ndarray,
     dataset: Dataset,
+    *,
     index: int,
     keep: list[str],
     added: list[str],
@@ -290,6 +295,7 @@ def _promote(
     out_dir: Path,
     steps: list[Step],
     chosen: int,
+    *,
     max_drop: float,
     evaluation: dict[str, Any],
     within: bool,

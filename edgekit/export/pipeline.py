@@ -120,10 +120,15 @@ def export_artifact(
         validation_x = dataset.evaluation.x[:validation_samples]
         validation = _validate(plugin, partial, manifest, source, validation_x, spec)
         manifest = manifest.replace(validation=validation)
-        coverage = plugin.coverage(partial, manifest)
+        # one read of the file for its census, coverage and audit (a plugin without a census
+        # reads its own coverage)
+        census = _census_of(plugin, partial, manifest)
+        if census is not None and "coverage" in plugin.roles:
+            coverage = plugin.coverage(partial, manifest, census)
+        else:
+            coverage = plugin.coverage(partial, manifest)
         manifest = manifest.replace(coverage=coverage.to_dict(), transposes=coverage.transposes)
         warnings = list(info.warnings) + _fallback_warnings(target, coverage)
-        census = _census_of(plugin, partial, manifest)
         audit, audit_warnings = _audit(final, census, recipe, io_dtype, keep_float)
         warnings += audit_warnings
         passed = validation["passed"]

@@ -8,7 +8,7 @@ same artifact's logits there against the host's (``versus_host``)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from edgekit.sources.data import Dataset, load_dataset
 from edgekit.sources.load import reload_model
 from edgekit.sources.preprocess import Preprocess
 from edgekit.sources.source import SourceModel
+
+if TYPE_CHECKING:
+    from edgekit.artifacts.foreign import ForeignOptions
 
 
 def labels_only(outputs: np.ndarray, labels: np.ndarray, names: tuple[str, ...]) -> dict:
@@ -224,7 +227,11 @@ def evaluate_artifact(
 
 
 def evaluate_source(
-    spec: str, *, data: str = "digits", foreign: Any = None, weights: str | Path | None = None
+    spec: str,
+    *,
+    data: str = "digits",
+    foreign: ForeignOptions | None = None,
+    weights: str | Path | None = None,
 ) -> dict[str, Any]:
     """The source model alone on the evaluation split (``edgekit eval`` with no artifact)."""
     from edgekit.sources.load import load_model

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from edgekit.measure.interleave import Interleaved, interleave
 from edgekit.targets import runtime_versions
 from edgekit.worker.latency import BlockTimer, LatencyProtocol, LatencyRecord, NoiseGuard
 from edgekit.worker.parent import WorkerTimer
+
+if TYPE_CHECKING:
+    from edgekit.devices.base import Device
 
 BASELINE_LABEL = "baseline/fp32"
 
@@ -206,7 +209,7 @@ def _source_key(artifact: Artifact) -> str | None:
 
 def _baselines(
     loaded: list[Artifact],
-    where: Any,
+    where: Device,
     threads: int,
     sample: np.ndarray | None,
     protocol: LatencyProtocol,

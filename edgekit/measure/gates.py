@@ -10,7 +10,7 @@ below the bound."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgekit.artifacts.artifact import Artifact, as_artifact
 from edgekit.common.budget import DropBudget
@@ -21,6 +21,9 @@ from edgekit.measure.bench import measure_interleaved
 from edgekit.measure.interleave import Interleaved
 from edgekit.results import Results
 from edgekit.worker.latency import LatencyProtocol, LatencyRecord, NoiseGuard
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -259,10 +262,10 @@ def latency_regression(
 
 def run_latency_gates(
     results: Results,
-    run_dir: Any,
+    run_dir: str | Path,
     earlier_run: str,
     max_regression_pct: float,
-    history: Any = None,
+    history: Path | None = None,
     across_machines: bool = False,
     remeasure: bool = True,
     protocol: LatencyProtocol | None = None,

@@ -11,13 +11,16 @@ from __future__ import annotations
 import contextlib
 import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgekit.artifacts.artifact import Artifact
 from edgekit.errors import EdgekitError, first_line
 from edgekit.records import MemoryRecord
 from edgekit.targets import get_target
 from edgekit.worker.parent import WorkerProcess, trivial_fields
+
+if TYPE_CHECKING:
+    from edgekit.devices.base import Device
 
 MB = 1024.0  # the probe reports kB
 
@@ -50,7 +53,7 @@ def leak_slope(samples: list[list[int]]) -> tuple[float, list[float]] | None:
 
 def measure_memory(
     artifact: Artifact,
-    device: Any,
+    device: Device,
     *,
     threads: int = 1,
     seconds: float = 2.0,

@@ -43,7 +43,7 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def valid_entry(entry: Any) -> bool:
+def valid_entry(entry: object) -> bool:
     """An entry with an fp32 peak, every peak a positive finite rate and the kernel it came from."""
     peaks = entry.get("peaks") if isinstance(entry, dict) else None
     if not isinstance(peaks, dict) or "fp32" not in peaks:

@@ -10,9 +10,12 @@ import base64
 import html
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgekit.report.content import Table
+
+if TYPE_CHECKING:
+    from edgekit.report.recommend import Recommendation
 
 # "1.23x [0.98, 1.50]" or "+0.22 [+0.00, +0.56]": a figure and its interval, as tables.py
 # writes them
@@ -186,7 +189,7 @@ def card(label: str, figure: str, sub: str = "", kind: str = "") -> str:
     )
 
 
-def headline_cards(advice: Any) -> str:
+def headline_cards(advice: Recommendation) -> str:
     """The recommendation boxed with its reason, its speed-up and drop with intervals."""
     best = advice.best
     cards = [

@@ -21,7 +21,7 @@ def percent(share: float) -> str:
     return f"{100 * min(share, 1.0):.0f} %"
 
 
-def peak_source(kernels: Any, threads: Any, arithmetic: str) -> dict[str, Any]:
+def peak_source(kernels: object, threads: int | str | None, arithmetic: str) -> dict[str, Any]:
     """What gave one peak, from ``run["peak_kernels"]`` ({} where a file has none)."""
     found = kernels
     for key in (str(threads), arithmetic):
@@ -41,7 +41,7 @@ def _peak_text(arithmetic: str, rate: float, source: dict[str, Any]) -> str:
     return text + (f" ({source['kernel']})" if source.get("kernel") else "")
 
 
-def peaks_text(figures: dict[str, dict[str, float]], kernels: Any = None) -> str:
+def peaks_text(figures: dict[str, dict[str, float]], kernels: object = None) -> str:
     """`` (each the best of ...): 1 thr: fp32 ... GFLOP/s (kernel), ...``, from ``run["peaks"]``
     and ``run["peak_kernels"]`` (a results file older than both has only the figures)."""
     how = " (each the best of several kernels, cached per machine)" * bool(kernels)

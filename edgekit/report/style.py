@@ -5,7 +5,11 @@ log axes with plain tick labels (0.06, not 6x10^-2); and saving a figure."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.axis import Axis
+    from matplotlib.figure import Figure
 
 FAMILIES = {"tflite": "Blues", "executorch": "Oranges", "onnx": "Greens", "baseline": "Greys"}
 OTHER_FAMILIES = ("Purples", "Reds", "PuRd", "YlOrBr")
@@ -28,7 +32,7 @@ def series_colours(labels: list[str]) -> dict[str, Any]:
     return colours
 
 
-def plain_log_ticks(axis: Any) -> None:
+def plain_log_ticks(axis: Axis) -> None:
     """Tick labels of a log axis as plain numbers."""
     from matplotlib.ticker import FuncFormatter, LogLocator
 
@@ -37,7 +41,7 @@ def plain_log_ticks(axis: Any) -> None:
     axis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
 
 
-def save_figure(fig: Any, path: Path) -> Path:
+def save_figure(fig: Figure, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -4,10 +4,13 @@ comparison, with the options that won."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgekit.report.content import Section, Table
 from edgekit.results import Results
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 TUNING_COLUMNS = (
     "artifact",
@@ -20,7 +23,7 @@ TUNING_COLUMNS = (
 )
 
 
-def ratio_text(ratio: float | None, interval: Any) -> str:
+def ratio_text(ratio: float | None, interval: Sequence[float] | None) -> str:
     """``ratio [low, high]``, or ``-`` where there is none."""
     if ratio is None or interval is None:
         return "-"

@@ -25,7 +25,7 @@ from edgekit.results import Row
 from edgekit.run.config import RunConfig
 from edgekit.sources.data import Dataset
 from edgekit.sources.source import SourceModel
-from edgekit.worker.latency import LatencyProtocol, LatencyRecord, NoiseGuard
+from edgekit.worker.latency import LatencyRecord
 
 
 @dataclass
@@ -58,7 +58,7 @@ def export_one(
                 target,
                 config.max_drop,
                 out_dir,
-                config.calibration_samples,
+                calibration_samples=config.calibration_samples,
                 point_estimate=config.point_estimate,
             )
             return aware.artifact, None
@@ -137,10 +137,8 @@ def device_pool(
 ) -> PoolResult:
     """One device pool: its rows (the pool's baseline included), stamped with the node and the
     benchmark's window, and on the host CPU the per-layer profiles."""
-    protocol = config.protocol()
-    guard = NoiseGuard(enabled=config.noise_guard)
     started = _now()
-    rows = _pool_rows(config, device, exported, source, dataset, protocol, guard, say)
+    rows = _pool_rows(config, device, exported, source, dataset, say)
     finished = _now()
     profiles = []
     if config.profile and device == DEFAULT_DEVICE:
@@ -166,8 +164,6 @@ def _pool_rows(
     exported: list[Artifact],
     source: SourceModel,
     dataset: Dataset,
-    protocol: LatencyProtocol,
-    guard: NoiseGuard,
     say: Progress,
 ) -> list[Row]:
     where = get_device(device, **config.device_options(device))
@@ -186,7 +182,7 @@ def _pool_rows(
                         device,
                         threads,
                         DeviceUnavailable(reason),
-                        artifact,
+                        artifact=artifact,
                     )
                 )
             continue
@@ -203,7 +199,14 @@ def _pool_rows(
             except EdgekitError as exc:
                 for threads in config.threads:
                     rows.append(
-                        failed_row(artifact.target, artifact.recipe, device, threads, exc, artifact)
+                        failed_row(
+                            artifact.target,
+                            artifact.recipe,
+                            device,
+                            threads,
+                            exc,
+                            artifact=artifact,
+                        )
                     )
                 continue
         runnable.append(artifact)
@@ -216,8 +219,8 @@ def _pool_rows(
             runnable,
             device=where,
             threads=threads,
-            protocol=protocol,
-            guard=guard,
+            protocol=config.protocol(),
+            guard=config.guard(),
             sample=sample,
             baseline=True,
             timeout_s=config.timeout,
@@ -290,6 +293,7 @@ def failed_row(
     device: str | None,
     threads: int | None,
     error: EdgekitError,
+    *,
     artifact: Artifact | None = None,
     stage: str = "run",
 ) -> Row:

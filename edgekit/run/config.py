@@ -12,7 +12,7 @@ from edgekit.common.schema import matches, type_name
 from edgekit.devices import DEFAULT_DEVICES, parse_devices
 from edgekit.errors import UserInputError
 from edgekit.targets import target_names
-from edgekit.worker.latency import LatencyProtocol, check_session_gap
+from edgekit.worker.latency import LatencyProtocol, NoiseGuard, check_session_gap
 
 
 @dataclass
@@ -103,6 +103,10 @@ class RunConfig:
             precision=self.precision,
             budget_s=self.bench_budget_s,
         )
+
+    def guard(self) -> NoiseGuard:
+        """The noise guard of this run's timing (off with ``noise_guard = false``)."""
+        return NoiseGuard(enabled=self.noise_guard)
 
     def device_options(self, device: str) -> dict[str, Any]:
         """The options of ``device`` this config sets (serial, arm64 CPU model)."""

@@ -15,7 +15,6 @@ from edgekit.devices import device_class
 from edgekit.errors import EdgekitError, first_line
 from edgekit.run.config import RunConfig
 from edgekit.targets import get_target
-from edgekit.worker.latency import NoiseGuard
 
 
 def tunable_devices(devices: list[str]) -> list[str]:
@@ -53,7 +52,7 @@ def tune_phase(
                     [artifact],
                     device=device,
                     budget_s=share,
-                    guard=NoiseGuard(enabled=config.noise_guard),
+                    guard=config.guard(),
                     timeout_s=config.timeout,
                     write=not artifact.foreign,
                 )

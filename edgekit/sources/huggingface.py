@@ -20,7 +20,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -28,6 +28,9 @@ from edgekit.common.quiet import quiet_user_code, verbose
 from edgekit.errors import UserInputError, first_line
 from edgekit.sources.preprocess import RESAMPLES, Preprocess, preprocess_from_config
 from edgekit.sources.source import SourceModel, torch_digest
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 log = logging.getLogger("edgekit")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -55,7 +58,7 @@ class Logits(torch.nn.Module):
         return getattr(out, "logits", out)
 
 
-def takes_pixel_values(module: Any) -> bool:
+def takes_pixel_values(module: torch.nn.Module) -> bool:
     """A transformers vision model: its forward's first parameter is ``pixel_values``."""
     try:
         parameters = list(inspect.signature(module.forward).parameters)
@@ -98,14 +101,14 @@ def as_classifier(
     return wrapped, notes
 
 
-def noted(preprocess: Preprocess, model: Any, notes: list[str]) -> Preprocess:
+def noted(preprocess: Preprocess, model: torch.nn.Module, notes: list[str]) -> Preprocess:
     """The preprocessing with what was assumed kept in it (the manifest stores it)."""
     inner = getattr(model, "model", model)
     record = {"model": type(inner).__name__, "output": "logits", "assumed": list(notes)}
     return replace(preprocess, notes={**preprocess.notes, "huggingface": record})
 
 
-def class_names(config: Any, where: str, notes: list[str]) -> list[str]:
+def class_names(config: PretrainedConfig, where: str, notes: list[str]) -> list[str]:
     """``config.id2label`` in index order; transformers' placeholders (LABEL_0...) become
     edgekit's (class_0...), so an image folder's class folders match by sorted order."""
     labels = dict(getattr(config, "id2label", None) or {})
@@ -123,7 +126,7 @@ def class_names(config: Any, where: str, notes: list[str]) -> list[str]:
     return [str(name) for name in names]
 
 
-def _config_shape(config: Any) -> tuple[int, int, int] | None:
+def _config_shape(config: PretrainedConfig | None) -> tuple[int, int, int] | None:
     """(C, H, W) from a vision config's ``num_channels`` and ``image_size``, if it has both."""
     channels = getattr(config, "num_channels", None)
     size = getattr(config, "image_size", None)
@@ -315,7 +318,7 @@ def _size(raw: dict[str, Any], path: Path, notes: list[str]) -> tuple[int, int] 
     return _pair(size, "size", path)
 
 
-def _pair(value: Any, name: str, path: Path) -> tuple[int, int]:
+def _pair(value: object, name: str, path: Path) -> tuple[int, int]:
     if isinstance(value, dict) and value.get("height") and value.get("width"):
         value = (value["height"], value["width"])
     elif isinstance(value, int):
@@ -332,7 +335,7 @@ def _pair(value: Any, name: str, path: Path) -> tuple[int, int]:
 
 def _input_shape(
     folder: Path,
-    config: Any,
+    config: PretrainedConfig,
     pre: dict[str, Any],
     given: tuple[int, int, int] | None,
     notes: list[str],

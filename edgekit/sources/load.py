@@ -23,13 +23,19 @@ import sys
 import zipfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgekit.errors import UserInputError, first_line
 from edgekit.sources import zoo
 from edgekit.sources.preprocess import Preprocess, preprocess_from_config
 from edgekit.sources.source import SourceModel, torch_digest
 from edgekit.sources.zoo import DEFAULT_MODEL
+
+if TYPE_CHECKING:
+    import torch
+
+    from edgekit.artifacts.foreign import ForeignOptions
+    from edgekit.targets.base import Target
 
 log = logging.getLogger("edgekit")
 
@@ -40,7 +46,7 @@ def load_model(
     weights: str | Path | None = None,
     input_shape: tuple[int, int, int] | None = None,
     quiet: bool = False,
-    foreign: Any = None,
+    foreign: ForeignOptions | None = None,
     data: str | None = None,
 ) -> SourceModel:
     """Resolve a model spec (see the module docstring) to a ``SourceModel``. ``foreign``
@@ -87,7 +93,10 @@ def _source_target(path: Path) -> Any:
 
 
 def _load_model_file(
-    path: Path, loader: Any, foreign: Any, input_shape: tuple[int, int, int] | None
+    path: Path,
+    loader: Target,
+    foreign: ForeignOptions | None,
+    input_shape: tuple[int, int, int] | None,
 ) -> SourceModel:
     """A model file another tool made, as the source: described like any foreign file."""
     from edgekit.artifacts.foreign import ForeignOptions, describe_foreign
@@ -108,7 +117,7 @@ def _load_model_file(
 
 
 def _preprocess_from(
-    module: Any, input_shape: tuple[int, int, int] | None, spec: str
+    module: torch.nn.Module, input_shape: tuple[int, int, int] | None, spec: str
 ) -> Preprocess:
     """Preprocessing from the module's ``edgekit_preprocess`` dict, else from ``input_shape``."""
     config = _declared(module, spec)
@@ -120,7 +129,7 @@ def _preprocess_from(
     return preprocess_from_config(config, f"{spec}: edgekit_preprocess")
 
 
-def _output_width(module: Any, input_shape: tuple[int, int, int], spec: str) -> int:
+def _output_width(module: torch.nn.Module, input_shape: tuple[int, int, int], spec: str) -> int:
     """The class count of a module that does not declare it: its output on a zero input."""
     import torch
 
@@ -142,7 +151,7 @@ def _output_width(module: Any, input_shape: tuple[int, int, int], spec: str) -> 
     return int(out.shape[-1])
 
 
-def _declared(module: Any, spec: str) -> dict[str, Any]:
+def _declared(module: torch.nn.Module, spec: str) -> dict[str, Any]:
     config = getattr(module, "edgekit_preprocess", None) or {}
     if not isinstance(config, dict):
         raise UserInputError(
@@ -152,7 +161,7 @@ def _declared(module: Any, spec: str) -> dict[str, Any]:
 
 
 def _shape_from_data(
-    module: Any, spec: str, input_shape: tuple[int, int, int] | None, data: str | None
+    module: torch.nn.Module, spec: str, input_shape: tuple[int, int, int] | None, data: str | None
 ) -> tuple[tuple[int, int, int] | None, list[str]]:
     """``--input-shape`` wins; a module that declares its shape keeps it; otherwise the
     dataset's image shape, said in a warning."""
@@ -227,7 +236,7 @@ def _load_factory(
     )
 
 
-def _load_state_dict(module: Any, path: Path) -> None:
+def _load_state_dict(module: torch.nn.Module, path: Path) -> None:
     import torch
 
     if not path.is_file():

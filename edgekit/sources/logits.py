@@ -16,11 +16,24 @@ import hashlib
 import itertools
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+if TYPE_CHECKING:
+    import torch
+
 MAX_BYTES = 256 << 20  # ImageNet's 50,000 validation logits of 1000 classes take 200 MB
+
+
+class Keyed(Protocol):
+    """What the key reads of a ``SourceModel`` (``edgekit.sources.source`` imports this leaf, so
+    it is named by its shape here)."""
+
+    framework: str
+    module: Any
+    digest: str
+    max_batch: int
 
 
 class SourceLogits:
@@ -31,7 +44,7 @@ class SourceLogits:
         self._entries: OrderedDict[tuple, np.ndarray] = OrderedDict()
 
     def __call__(
-        self, source: Any, x: np.ndarray, compute: Callable[[np.ndarray], np.ndarray]
+        self, source: Keyed, x: np.ndarray, compute: Callable[[np.ndarray], np.ndarray]
     ) -> np.ndarray:
         """``source`` is a ``SourceModel`` (whose ``predict`` calls this: a leaf below it)."""
         weights = weights_key(source)
@@ -52,7 +65,7 @@ class SourceLogits:
         return len(self._entries)
 
 
-def weights_key(source: Any) -> tuple | None:
+def weights_key(source: Keyed) -> tuple | None:
     """What the logits depend on besides the inputs, as the weights are now; ``None`` where the
     forward pass must run every time (or the weights cannot be read)."""
     if source.framework == "torch":
@@ -66,7 +79,7 @@ def weights_key(source: Any) -> tuple | None:
     return (source.framework, source.digest)  # an ONNX session: its weights cannot change
 
 
-def _torch_key(module: Any) -> tuple | None:
+def _torch_key(module: object) -> tuple | None:
     import torch
 
     if not isinstance(module, torch.nn.Module) or module.training or _hooked(module):
@@ -87,7 +100,7 @@ def _torch_key(module: Any) -> tuple | None:
     return ("torch", digest.hexdigest(), torch.get_num_threads())
 
 
-def _hooked(module: Any) -> bool:
+def _hooked(module: torch.nn.Module) -> bool:
     # torch has no public query for registered hooks: its own module keeps them in these dicts
     from torch.nn.modules import module as torch_module
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from edgekit.sources.logits import SOURCE_LOGITS
 from edgekit.sources.preprocess import Preprocess
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -76,7 +79,7 @@ class SourceModel:
         }
 
 
-def torch_digest(module: Any) -> str:
+def torch_digest(module: torch.nn.Module) -> str:
     """sha256 over the state dict's names and tensor bytes, in order."""
     digest = hashlib.sha256()
     for name, tensor in module.state_dict().items():

@@ -25,8 +25,10 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,6 +38,8 @@ from edgekit.common.fileio import atomic_path, temporary_directory
 from edgekit.errors import EdgekitError
 
 if TYPE_CHECKING:
+    import torch
+
     from edgekit.sources.zoo import ZooEntry
 
 # Set in the training child's environment, before torch starts (ATen reads it once).
@@ -64,7 +68,7 @@ class TrainingRecipe:
 DEFAULT_RECIPE = TrainingRecipe()
 
 
-def _code(function: Any) -> str:
+def _code(function: ModuleType | Callable[..., Any]) -> str:
     """``function``'s (or a module's) code without its import statements or comments: moving
     a module it imports (a new dotted path, the same code) must not make the shipped weights
     stale."""
@@ -205,7 +209,7 @@ def _train(
     module.eval()
 
 
-def _shift(batch: Any, max_shift: int, generator: Any, fill: float) -> Any:
+def _shift(batch: torch.Tensor, max_shift: int, generator: torch.Generator, fill: float) -> Any:
     """Translate each image by up to ``max_shift`` pixels, filling with the background value."""
     import torch
 

@@ -16,6 +16,7 @@ import resource
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,12 @@ class Runnable:
     """What serve times: ``invoke(staged)`` plus an optional device ``sync``."""
 
     def __init__(
-        self, invoke: Any, staged: Any, runtime: dict, sync: Any = None, close: Any = None
+        self,
+        invoke: Callable[[Any], Any],
+        staged: object,
+        runtime: dict,
+        sync: Callable[[], object] | None = None,
+        close: Callable[[], object] | None = None,
     ):
         self.invoke, self.staged, self.runtime, self.sync = invoke, staged, runtime, sync
         self._close = close
@@ -94,7 +100,7 @@ def _baseline_runnable(request: dict[str, Any]) -> Runnable:
     device = torch.device("cuda" if use_cuda else "cpu")
     module = source.module.to(device)
 
-    def invoke(x: Any) -> Any:
+    def invoke(x: torch.Tensor) -> Any:
         with torch.no_grad():
             return module(x)
 
@@ -109,7 +115,7 @@ def _with_delay(runnable: Runnable, delay_ms: float) -> Runnable:
     benchmarks measure how well a latency gate catches it)."""
     inner = runnable.invoke
 
-    def slower(x: Any) -> Any:
+    def slower(x: object) -> Any:
         result = inner(x)
         until = time.perf_counter() + delay_ms / 1e3
         while time.perf_counter() < until:
@@ -121,7 +127,7 @@ def _with_delay(runnable: Runnable, delay_ms: float) -> Runnable:
     return runnable
 
 
-def serve(request: dict[str, Any], reply: Any) -> None:
+def serve(request: dict[str, Any], reply: Callable[[dict[str, Any]], None]) -> None:
     from edgekit.worker.interference import ForeignCpu
     from edgekit.worker.memory import Phases, keep_everything
 

@@ -10,11 +10,14 @@ ExecuTorch MiniBench 10/50, Olive 10/20."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from edgekit.common.stats import latency_summary
+
+if TYPE_CHECKING:
+    from edgekit.artifacts.artifact import Artifact
 
 HIGH_CV = 0.10  # a coefficient of variation above this gets a noise warning
 
@@ -145,7 +148,7 @@ class LatencyRecord:
         return asdict(self)
 
     @classmethod
-    def for_artifact(cls, artifact: Any, device: str, threads: int) -> LatencyRecord:
+    def for_artifact(cls, artifact: Artifact, device: str, threads: int) -> LatencyRecord:
         """A not-yet-measured record of ``artifact`` (an
         ``edgekit.artifacts.artifact.Artifact``)."""
         return cls(

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
+
+Staged = TypeVar("Staged")  # what a session's invoke takes, staged outside the timed region
 
 
-def warm_up(invoke: Callable[[Any], Any], staged: Any, runs: int, sync: Any = None) -> float:
+def warm_up(
+    invoke: Callable[[Staged], object],
+    staged: Staged,
+    runs: int,
+    sync: Callable[[], object] | None = None,
+) -> float:
     """``runs`` untimed invokes; returns the mean ms per invoke (sizes the interleaved blocks)."""
     started = time.perf_counter()
     for _ in range(max(runs, 1)):
@@ -19,7 +26,10 @@ def warm_up(invoke: Callable[[Any], Any], staged: Any, runs: int, sync: Any = No
 
 
 def timed_block(
-    invoke: Callable[[Any], Any], staged: Any, runs: int, sync: Any = None
+    invoke: Callable[[Staged], object],
+    staged: Staged,
+    runs: int,
+    sync: Callable[[], object] | None = None,
 ) -> list[float]:
     """Time ``runs`` single invokes (ms each); ``sync`` waits for a device (CUDA) to finish."""
     clock = time.perf_counter_ns
@@ -33,7 +43,9 @@ def timed_block(
     return samples
 
 
-def first_invoke_ms(invoke: Callable[[Any], Any], staged: Any, sync: Any = None) -> float:
+def first_invoke_ms(
+    invoke: Callable[[Staged], object], staged: Staged, sync: Callable[[], object] | None = None
+) -> float:
     begin = time.perf_counter()
     invoke(staged)
     if sync:

@@ -11,9 +11,19 @@ import gc
 import os
 import re
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 STATUS = "/proc/self/status"
+
+
+class Opened(Protocol):
+    """A session as ``open_runnable(request)`` opens it: ``invoke(staged)`` runs it once."""
+
+    invoke: Callable[[Any], Any]
+    staged: Any
+
+    def close(self) -> None: ...
 
 
 def _status_kb(field: str) -> int | None:
@@ -43,7 +53,7 @@ def reset_peak() -> bool:
     return True
 
 
-def keep_everything(runnable: Any) -> None:
+def keep_everything(runnable: Opened) -> None:
     """A session that leaks on purpose (``EDGEKIT_TEST_LEAK``): it keeps a copy of every input
     and output, as an app that never frees its results does."""
     import numpy as np
@@ -51,7 +61,7 @@ def keep_everything(runnable: Any) -> None:
     kept: list[Any] = []
     inner = runnable.invoke
 
-    def leaking(x: Any) -> Any:
+    def leaking(x: object) -> Any:
         result = inner(x)
         kept.append((np.array(x, copy=True), np.array(result, copy=True)))
         return result
@@ -59,7 +69,9 @@ def keep_everything(runnable: Any) -> None:
     runnable.invoke = leaking
 
 
-def runtime_floor(request: dict[str, Any], open_runnable: Any) -> int | None:
+def runtime_floor(
+    request: dict[str, Any], open_runnable: Callable[[dict[str, Any]], Opened]
+) -> int | None:
     """The resident set (kB) with the runtime imported and its trivial model loaded and invoked
     once, then released (None where the target ships no trivial model)."""
     if not request.get("trivial"):
@@ -87,7 +99,9 @@ def runtime_floor(request: dict[str, Any], open_runnable: Any) -> int | None:
 class Phases:
     """The figures (kB) of one session, phase by phase, as the child meets them."""
 
-    def __init__(self, request: dict[str, Any], open_runnable: Any) -> None:
+    def __init__(
+        self, request: dict[str, Any], open_runnable: Callable[[dict[str, Any]], Opened]
+    ) -> None:
         self.figures: dict[str, Any] = {"start_kb": rss_kb()}
         self.figures["floor_kb"] = runtime_floor(request, open_runnable)
         self.figures["startup_peak_kb"] = peak_kb()  # since exec: the imports, the floor
@@ -121,7 +135,11 @@ class Phases:
         }
 
 
-def probe(request: dict[str, Any], open_runnable: Any, reply: Any) -> None:
+def probe(
+    request: dict[str, Any],
+    open_runnable: Callable[[dict[str, Any]], Opened],
+    reply: Callable[[dict[str, Any]], None],
+) -> None:
     """Every phase's figure (kB) in one reply, over as many invokes as fit in
     ``request["seconds"]`` (at most ``invokes``, sampled at ``points`` moments).
     ``open_runnable(request)`` opens a session as the timing children do; ``request["trivial"]``

@@ -25,6 +25,7 @@ from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
 from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol
 
 if TYPE_CHECKING:
+    from edgekit.artifacts.artifact import Artifact
     from edgekit.targets.manifest import Manifest
 
 ERROR_TYPES = {"DeviceUnavailable": DeviceUnavailable, "UserInputError": UserInputError}
@@ -238,7 +239,7 @@ def trivial_fields(target: str) -> dict[str, Any]:
 
 
 def artifact_timer(
-    artifact: Any,
+    artifact: Artifact,
     accelerator: str,
     threads: int,
     sample: np.ndarray | None,

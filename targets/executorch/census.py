@@ -124,7 +124,9 @@ def census(path: Path, manifest: Manifest | None = None) -> Census:
     ]
     if len(plans) > 1:
         notes.append(f"other methods not counted: {', '.join(sorted(set(plans) - {plan.name}))}")
-    return Census("executorch", walk.ops, facts.inputs, facts.outputs, _qdq_pairs(walk), notes)
+    found = {"delegate_calls": walk.delegates, "delegate_sources": walk.sources}
+    return Census("executorch", walk.ops, facts.inputs, facts.outputs, _qdq_pairs(walk), notes,
+                  found)  # fmt: skip
 
 
 class _Walk:
@@ -144,6 +146,7 @@ class _Walk:
         self.writes: list[list[Key]] = []
         self.roles: list[str | None] = []  # "q": float -> static int8, "dq": int8 -> float
         self.notes: list[str] = []
+        self.sources: list[str] = []  # how each delegate call was read
         self.kernels = self.delegates = 0
         self.inputs = {("v", index) for index in plan.inputs}
 
@@ -246,6 +249,8 @@ class _Walk:
         if delegate.id == XNNPACK_BACKEND:
             payload = delegate_payload(self.program, delegate)
             graph = xnnpack_graph(payload)
+        self.sources.append(f"{delegate.id} " + ("payload not decoded" if graph is None else
+                                                 "subgraph decoded from the file"))  # fmt: skip
         if graph is None:
             self.notes.append(f"delegate {number} ({delegate.id}): payload not decoded, one op")
             op = CensusOp(0, delegate.id, f"delegate{number}", where=delegate.id)

@@ -81,7 +81,7 @@ class OnnxTarget(Target):
                 layout = source.preprocess.layout
                 details.update(
                     quantize.quantize_static_qdq(
-                        fp32, final, request, work, warn, input_name, layout
+                        fp32, final, request, work, warn=warn, input_name=input_name, layout=layout
                     )
                 )
             elif request.recipe == "int8-dynamic":

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,8 @@ def census(path: Path, manifest: Manifest | None = None) -> Census:
             raise UserInputError(f"{path}: onnxruntime cannot run it ({first_line(exc)})") from None
         optimized = onnx.load(str(tmp / "optimized.onnx"), load_external_data=False)
     rt = _Graph(_infer(optimized))
-    source = _Graph(_infer(onnx.load(str(path), load_external_data=False)))
+    stored = onnx.load(str(path), load_external_data=False)
+    source = _Graph(_infer(stored))
     nodes = rt.nodes  # saved in the order the sequential executor runs them (as profiled)
     ops = [_op(i, node, rt, source, runtime.placement.get(node.name, chosen[0]))
            for i, node in enumerate(nodes)]  # fmt: skip
@@ -82,7 +83,10 @@ def census(path: Path, manifest: Manifest | None = None) -> Census:
         outputs=facts.outputs,
         qdq_pairs=_round_trips(rt, ops, nodes),
         notes=_notes(ops, len(source.nodes), onnxruntime.__version__, chosen[0]),
-    )
+        facts={"file_ops": dict(Counter(node.op_type for node in source.nodes)),
+               "file_fp16": any(i.data_type == onnx.TensorProto.FLOAT16
+                                for i in stored.graph.initializer)},
+    )  # fmt: skip
 
 
 class _Graph:

@@ -36,7 +36,7 @@ def layer_errors(source: SourceModel, x: np.ndarray, names: list[str], work: Pat
     request = ExportRequest(source, "int8", quantized, calibration=x)
     with quiet_python(**QUIET):
         export_fp32(source, fp32)
-        quantize_static_qdq(fp32, quantized, request, work, [], INPUT_NAME)
+        quantize_static_qdq(fp32, quantized, request, work, warn=[], input_name=INPUT_NAME)
         # quantize_static_qdq leaves the pre-processed float model it quantized as pre.onnx
         pre = work / "pre.onnx" if (work / "pre.onnx").exists() else fp32
         modify_model_output_intermediate_tensors(str(pre), str(work / "f_aug.onnx"))

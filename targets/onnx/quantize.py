@@ -105,6 +105,7 @@ def quantize_static_qdq(
     out: Path,
     request: ExportRequest,
     work: Path,
+    *,
     warn: list[str],
     input_name: str,
     layout: str = "NCHW",

@@ -85,6 +85,7 @@ def census(path: Path, manifest: Manifest | None = None) -> Census:
         outputs=[graph.spec(i) for i in graph.outputs],
         qdq_pairs=graph.round_trips(ops),
         notes=notes,
+        facts={"partitions": partitions},
     )
 
 
@@ -219,7 +220,9 @@ class _Graph:
             entry.weights = {"float32": "fp32", "float16": "fp16"}.get(stored, stored)
             if stored in INTEGER:
                 entry.granularity = self.granularity(weight)
-                if act not in INTEGER:
+                # dynamic range: the kernel reads the int8 weight itself (one read through a
+                # DEQUANTIZE gets float weights, and computes in float)
+                if act not in INTEGER and self.constant(weight):
                     entry.dynamic, entry.compute = True, "int8"
             entry.macs = self.macs(name, ins, outs)
         return entry

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,13 +38,25 @@ from edgekit.targets import get_target
 from edgekit.worker.latency import BlockTimer, LatencyProtocol
 from edgekit.worker.parent import WorkerProcess, WorkerTimer, trivial_fields
 
+if TYPE_CHECKING:
+    import tempfile
+
+    from edgekit.artifacts.artifact import Artifact
+
 TIMEOUT_S = 900.0
 
 
 class GuestTimer(WorkerTimer):
     """A session held in the emulated guest; its tree lives as long as the timer."""
 
-    def __init__(self, tree: Any, label: str, request: dict, sample: np.ndarray, **kw: Any):
+    def __init__(
+        self,
+        tree: tempfile.TemporaryDirectory,
+        label: str,
+        request: dict,
+        sample: np.ndarray,
+        **kw: Any,
+    ):
         self._tree = tree
         try:
             super().__init__(label, request, sample, **kw)
@@ -81,7 +93,7 @@ class Arm64EmuDevice(Device):
     def traits(self, runtime: dict[str, Any] | None = None) -> DeviceTraits:
         return DeviceTraits(latency_comparable=False, compare_to_host=True, note=LATENCY_LABEL)
 
-    def place(self, artifact: Any) -> tuple[Emulator, Userland, str]:
+    def place(self, artifact: Artifact) -> tuple[Emulator, Userland, str]:
         """The emulator, the userland that has the artifact's runtime, and the CPU model."""
         emulator = load_device()
         target = get_target(artifact.target)
@@ -95,19 +107,19 @@ class Arm64EmuDevice(Device):
         requested = self.settings.get("cpu") or emulator.facts.get("default_cpu")
         return emulator, land, choose_cpu(requested, cpu_models(emulator.qemu))
 
-    def unavailable_reason(self, artifact: Any) -> str | None:
+    def unavailable_reason(self, artifact: Artifact) -> str | None:
         try:
             self.place(artifact)
         except DeviceUnavailable as exc:
             return str(exc)
         return None
 
-    def _options(self, artifact: Any) -> dict[str, Any]:
+    def _options(self, artifact: Artifact) -> dict[str, Any]:
         accepted = get_target(artifact.target).session_options
         return {k: v for k, v in self.settings.items() if k in accepted and k != "cpu"}
 
     def predict(
-        self, artifact: Any, x: np.ndarray, threads: int = 1, emulated: bool = True
+        self, artifact: Artifact, x: np.ndarray, threads: int = 1, emulated: bool = True
     ) -> tuple[np.ndarray, dict]:
         """``emulated=False`` runs the same guest tree on the host's Python (tests use it to
         prove the guest stages exactly as the host sessions do)."""
@@ -133,7 +145,7 @@ class Arm64EmuDevice(Device):
 
     def timer(
         self,
-        artifact: Any,
+        artifact: Artifact,
         threads: int,
         sample: np.ndarray | None,
         protocol: LatencyProtocol,
@@ -164,7 +176,7 @@ class Arm64EmuDevice(Device):
         return timer
 
     def host_reference(
-        self, artifact: Any, x: np.ndarray, threads: int = 1
+        self, artifact: Artifact, x: np.ndarray, threads: int = 1
     ) -> tuple[np.ndarray, str]:
         """The same artifact on the host's x86 kernels, with the same kernel choice."""
         xnnpack = self.settings.get("xnnpack")

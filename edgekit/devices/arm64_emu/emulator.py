@@ -13,11 +13,14 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgekit.common.cache import cache_dir
 from edgekit.common.fileio import journal
 from edgekit.errors import DeviceUnavailable, UserInputError
+
+if TYPE_CHECKING:
+    from edgekit.artifacts.artifact import Artifact
 
 MIN_QEMU = (10, 0)
 
@@ -324,7 +327,7 @@ def scratch_dir() -> tempfile.TemporaryDirectory:
     return directory
 
 
-def request_for(artifact: Any, session_module: str, threads: int, options: dict) -> dict:
+def request_for(artifact: Artifact, session_module: str, threads: int, options: dict) -> dict:
     return {
         "session_module": session_module,
         "artifact": str(Path(artifact.path).resolve()),
