@@ -115,7 +115,7 @@ def pool(model: str, threads: int, log, protocol: LatencyProtocol = PROTOCOL) ->
                 # the peak it divides by: the arithmetic its file computes in
                 arithmetic=arithmetic_of(
                     artifact.recipe,
-                    *shares_of(artifact.manifest.coverage, artifact.manifest.audit),
+                    *shares_of(artifact.manifest.audit),
                 ),
             )
             if record.status == "ok" and records[eager].status == "ok":

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 def assert_accuracy_drop(
     artifact: str | Path,
+    *,
     data: str = "digits",
     max_drop: float = 1.0,
     min_agreement: float | None = None,

@@ -52,3 +52,14 @@ def test_the_timing_plan_under_its_old_name_is_latency_protocol_under_a_warning(
     with pytest.warns(MovedPathWarning, match="now LatencyProtocol"):
         from edgekit.worker.latency import Protocol
     assert Protocol is LatencyProtocol
+
+
+@pytest.mark.parametrize(
+    ("module", "new"),
+    [("edgekit.measure.bench", "measure_interleaved"), ("edgekit.run.matrix", "measure_models")],
+)
+def test_a_function_once_called_measure_is_its_new_name_under_a_warning(module, new):
+    loaded = importlib.import_module(module)
+    with pytest.warns(MovedPathWarning, match=f"now {new}"):
+        old = loaded.measure
+    assert old is getattr(loaded, new)

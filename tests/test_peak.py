@@ -114,20 +114,17 @@ def test_an_arithmetic_no_kernel_ran_has_no_peak_and_its_rows_no_share():
 
 
 @pytest.mark.parametrize(
-    ("recipe", "coverage", "audit", "expected"),
+    ("recipe", "audit", "expected"),
     [
-        ("int8", {"int8_fraction": 0.9}, None, "int8"),
-        ("int8-dynamic", {"int8_fraction": 0.1}, None, "fp32"),  # onnx: convolutions in fp32
-        ("fp16", None, {"compute": {"fp16": {"mac_share": 1.0}}}, "fp16"),  # ExecuTorch: F16
-        ("fp16", None, {"compute": {"fp32": {"mac_share": 1.0}}}, "fp32"),  # LiteRT, onnx
-        ("int8", None, {"compute": {"int8": {"mac_share": 0.8}}}, "int8"),  # a foreign file
-        ("fp32", None, None, "fp32"),
+        ("int8", {"compute": {"int8": {"mac_share": 0.9}}}, "int8"),
+        ("int8-dynamic", {"compute": {"int8": {"mac_share": 0.1}}}, "fp32"),  # onnx: convs fp32
+        ("fp16", {"compute": {"fp16": {"mac_share": 1.0}}}, "fp16"),  # ExecuTorch: F16
+        ("fp16", {"compute": {"fp32": {"mac_share": 1.0}}}, "fp32"),  # LiteRT, onnx
+        ("fp32", None, "fp32"),  # a file without an audit (a plugin target's)
     ],
 )
-def test_a_row_divides_by_the_peak_of_the_arithmetic_its_file_computes_in(
-    recipe, coverage, audit, expected
-):
-    assert arithmetic_of(recipe, *shares_of(coverage, audit)) == expected
+def test_a_row_divides_by_the_peak_of_the_arithmetic_its_file_computes_in(recipe, audit, expected):
+    assert arithmetic_of(recipe, *shares_of(audit)) == expected
 
 
 # ---- cached per fingerprint and thread count ----------------------------------------------------

@@ -58,7 +58,15 @@ DEFAULT = {"threads": 1, "mode": "plain", "level": 1}
 
 def test_each_stage_keeps_only_what_its_interval_says_is_faster():
     open_timer, opened = scripted(two_cores_and_level)
-    tuned = search("f.onnx", DEFAULT, stages((MODE, LEVEL), 2), open_timer, PLAN, QUIET, 60.0)
+    tuned = search(
+        "f.onnx",
+        DEFAULT,
+        stages((MODE, LEVEL), 2),
+        open_timer,
+        protocol=PLAN,
+        guard=QUIET,
+        budget_s=60.0,
+    )
     assert tuned.best == {"threads": 2, "mode": "plain", "level": 3}
     assert tuned.changed == {"threads": 2, "level": 3}
     verdicts = {(t.knob, t.value): t.verdict for t in tuned.trials}
@@ -72,7 +80,9 @@ def test_each_stage_keeps_only_what_its_interval_says_is_faster():
 
 def test_a_tie_everywhere_keeps_the_default_and_measures_only_it_at_the_end():
     open_timer, opened = scripted(lambda options: 1.0)
-    tuned = search("f.onnx", DEFAULT, stages((MODE,), 2), open_timer, PLAN, QUIET, 60.0)
+    tuned = search(
+        "f.onnx", DEFAULT, stages((MODE,), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+    )
     assert tuned.best == DEFAULT and tuned.changed == {} and tuned.ratio is None
     assert tuned.final is None and tuned.rejected is None
     # two stages of two incumbent sessions + one candidate; then the start's two sides alone
@@ -86,7 +96,9 @@ def test_a_tie_everywhere_keeps_the_default_and_measures_only_it_at_the_end():
 
 def test_a_default_that_wins_every_stage_is_reported_with_its_own_p50_on_both_sides():
     open_timer, _ = scripted(lambda options: 1.0 if options == DEFAULT else 1.5)
-    tuned = search("f.onnx", DEFAULT, stages((MODE,), 2), open_timer, PLAN, QUIET, 60.0)
+    tuned = search(
+        "f.onnx", DEFAULT, stages((MODE,), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+    )
     assert tuned.best == DEFAULT and tuned.final is None
     assert {t.verdict for t in tuned.trials} == {"slower"}
     for trial in tuned.trials:  # each candidate's p50 beside its incumbent's
@@ -105,7 +117,9 @@ def test_a_winner_that_ties_the_default_at_the_end_is_sent_back_and_kept_on_reco
         return 0.6 if options["threads"] == 2 and len(opened_before) <= 3 else 1.0
 
     open_timer, _ = scripted(fast_only_at_first)
-    tuned = search("f.onnx", DEFAULT, stages((), 2), open_timer, PLAN, QUIET, 60.0)
+    tuned = search(
+        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+    )
     assert tuned.rejected == DEFAULT | {"threads": 2} and tuned.final == "tie"
     assert tuned.best == DEFAULT and tuned.changed == {}
     assert tuned.tied == {"threads": 2} and tuned.to_dict()["tied"] == {"threads": 2}
@@ -132,7 +146,9 @@ def test_sessions_that_land_apart_widen_every_interval():
     def open_timer(options):
         return Lands(0.98 if options["threads"] == 2 else 1.0, 0)
 
-    tuned = search("f.onnx", DEFAULT, stages((), 2), open_timer, PLAN, QUIET, 60.0)
+    tuned = search(
+        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+    )
     (trial,) = tuned.trials
     assert trial.verdict == "tie" and trial.interval[0] < 1.0 < trial.interval[1]
 
@@ -142,7 +158,15 @@ def test_a_value_the_runtime_refuses_fails_that_candidate_and_the_search_goes_on
         return "onnx: 3 levels are too many" if options["level"] == 3 else None
 
     open_timer, opened = scripted(two_cores_and_level, refuse)
-    tuned = search("f.onnx", DEFAULT, stages((LEVEL,), 2), open_timer, PLAN, QUIET, 60.0)
+    tuned = search(
+        "f.onnx",
+        DEFAULT,
+        stages((LEVEL,), 2),
+        open_timer,
+        protocol=PLAN,
+        guard=QUIET,
+        budget_s=60.0,
+    )
     failed = [t for t in tuned.trials if t.verdict == "failed"]
     assert [(t.value, t.error) for t in failed] == [(3, "onnx: 3 levels are too many")]
     assert tuned.best == {"threads": 2, "mode": "plain", "level": 1}
@@ -161,7 +185,9 @@ def test_an_incumbent_that_fails_stops_the_search_and_closes_every_session():
         return opened[-1]
 
     with pytest.raises(EdgekitError, match="the incumbent failed: onnx: the session crashed"):
-        search("f.onnx", DEFAULT, stages((), 2), open_timer, PLAN, QUIET, 60.0)
+        search(
+            "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+        )
     assert len(opened) == 3 and all(timer.closed for timer in opened)
 
 
@@ -196,7 +222,15 @@ def test_a_value_brings_the_options_it_needs():
     fancy = Knob("mode", ("plain", "fancy"), "", companions={"fancy": {"helpers": 2}})
     asked: list[dict] = []
     open_timer, _ = scripted(lambda options: asked.append(options) or 1.0)
-    search("f.onnx", DEFAULT | {"helpers": 1}, [fancy], open_timer, PLAN, QUIET, 60.0)
+    search(
+        "f.onnx",
+        DEFAULT | {"helpers": 1},
+        [fancy],
+        open_timer,
+        protocol=PLAN,
+        guard=QUIET,
+        budget_s=60.0,
+    )
     assert [(o["mode"], o["helpers"]) for o in asked] == [("plain", 1), ("plain", 1),
                                                           ("fancy", 2),  # the stage
                                                           ("plain", 1), ("plain", 1)]  # fmt: skip
@@ -214,7 +248,9 @@ def test_threads_go_from_one_to_the_cores():
 
 def test_the_fastest_of_several_faster_values_wins_and_changed_names_it():
     open_timer, _ = scripted(lambda o: {1: 1.0, 2: 0.9, 3: 0.7}[o["level"]])
-    tuned = search("f.onnx", DEFAULT, [LEVEL], open_timer, PLAN, QUIET, 60.0)
+    tuned = search(
+        "f.onnx", DEFAULT, [LEVEL], open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+    )
     assert tuned.best["level"] == 3 and tuned.to_dict()["changed"] == {"level": 3}
     fancy, _ = scripted(lambda o: 0.7 if o["mode"] == "fancy" else 1.0)
     tuned = search("f.onnx", DEFAULT, [MODE], fancy, PLAN, QUIET, 60.0)
@@ -223,7 +259,9 @@ def test_the_fastest_of_several_faster_values_wins_and_changed_names_it():
 
 def test_a_candidate_a_little_faster_wins_only_beyond_the_incumbents_own_band():
     open_timer, _ = scripted(lambda o: 0.93 if o["threads"] == 2 else 1.0)
-    tuned = search("f.onnx", DEFAULT, stages((), 2), open_timer, PLAN, QUIET, 60.0)
+    tuned = search(
+        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+    )
     assert tuned.trials[0].verdict == "faster" and tuned.best["threads"] == 2
 
 
@@ -236,7 +274,9 @@ def test_ratios_are_against_both_incumbent_sessions_and_p50s_from_the_final_comp
         return 1.0 if next(opened) % 2 == 0 else 1.04  # the incumbent's two sessions differ
 
     open_timer, _ = scripted(landed)
-    tuned = search("f.onnx", DEFAULT, stages((), 2), open_timer, PLAN, QUIET, 60.0)
+    tuned = search(
+        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+    )
     both = (1.0 * 1.04) ** 0.5  # the geometric mean of the two sessions
     assert tuned.trials[0].ratio == pytest.approx(0.6 / both, rel=0.01)
     assert tuned.default_p50_ms == pytest.approx(both, rel=0.01)
@@ -265,7 +305,9 @@ def test_errors_keep_their_first_line():
         opened.append(CrashesAtLevel2(slow, 0) if options["level"] == 2 else Scripted(slow, 0))
         return opened[-1]
 
-    tuned = search("f.onnx", DEFAULT, [LEVEL], open_timer, PLAN, QUIET, 60.0)
+    tuned = search(
+        "f.onnx", DEFAULT, [LEVEL], open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+    )
     assert [(t.value, t.verdict, t.error) for t in tuned.trials] == [
         (2, "failed", "onnx: crashed"), (3, "failed", "onnx: level 3 refused")]  # fmt: skip
 
@@ -280,7 +322,9 @@ def test_a_crash_of_one_candidate_leaves_the_next_one_judged():
             return Crashes(1.0, 0)
         return Scripted(0.7 if options["level"] == 3 else 1.0, options["level"])
 
-    tuned = search("f.onnx", DEFAULT, [LEVEL], open_timer, PLAN, QUIET, 60.0)
+    tuned = search(
+        "f.onnx", DEFAULT, [LEVEL], open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+    )
     assert [t.verdict for t in tuned.trials] == ["failed", "faster"]
 
 
@@ -299,7 +343,9 @@ def test_either_incumbent_session_failing_stops_the_search(session, message):
 
     first_line = message.splitlines()[0]
     with pytest.raises(EdgekitError, match=rf"the incumbent failed: {first_line}$"):
-        search("f.onnx", DEFAULT, stages((), 2), open_timer, PLAN, QUIET, 60.0)
+        search(
+            "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+        )
 
 
 def test_a_final_comparison_that_fails_keeps_the_start_and_says_why():
@@ -314,7 +360,9 @@ def test_a_final_comparison_that_fails_keeps_the_start_and_says_why():
         speed = 0.6 if options["threads"] == 2 else 1.0
         return Crashes(speed, n) if n == 5 else Scripted(speed, n)
 
-    tuned = search("f.onnx", DEFAULT, stages((), 2), open_timer, PLAN, QUIET, 60.0)
+    tuned = search(
+        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+    )
     assert tuned.final == "failed: winner crashed" and tuned.best == DEFAULT
     assert tuned.rejected == DEFAULT | {"threads": 2}
 
@@ -326,7 +374,9 @@ def test_a_final_comparison_whose_sessions_cannot_open_keeps_the_start():
         return "no memory left\nmore" if next(count) >= 3 else None
 
     open_timer, _ = scripted(two_cores_and_level, refuse)
-    tuned = search("f.onnx", DEFAULT, stages((), 2), open_timer, PLAN, QUIET, 60.0)
+    tuned = search(
+        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+    )
     assert tuned.final == "failed: no memory left" and tuned.best == DEFAULT
 
 
@@ -335,7 +385,7 @@ def test_a_knob_with_one_value_or_not_applying_opens_nothing_and_the_next_still_
     later = Knob("later", (1, 2), "", requires={"mode": "fancy"})
     open_timer, opened = scripted(lambda options: 1.0)
     tuned = search("f.onnx", DEFAULT | {"solo": "only", "later": 1}, [solo, later, MODE],
-                   open_timer, PLAN, QUIET, 60.0)  # fmt: skip
+                   open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0)  # fmt: skip
     assert [t.knob for t in tuned.trials] == ["mode"]
     assert len(opened) == 3 + 2  # the one stage; the start's two sides at the end
 
@@ -371,7 +421,9 @@ def test_the_p50_interval_covers_each_session_and_widens_with_the_drift_between_
         def open_timer(options, spread=spread):
             return Drifting(0.6 if options["threads"] == 2 else 1.0, next(seeds), spread)
 
-        tuned = search("f.onnx", DEFAULT, stages((), 2), open_timer, PLAN, QUIET, 60.0)
+        tuned = search(
+            "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+        )
         assert tuned.final == "faster" and tuned.best["threads"] == 2
         low, high = tuned.best_p50_interval
         assert low < tuned.best_p50_ms < high

@@ -38,6 +38,7 @@ def profile_artifacts(
     threads: int = 1,
     runs: int = 50,
     warmup: int = 10,
+    *,
     protocol: LatencyProtocol | None = None,
     progress: Progress | None = None,
     timed: dict[str, Timing] | None = None,

@@ -339,8 +339,9 @@ def check(
         results += run_prediction_gates(run, predictions)
         if max_latency_regression is not None:
             earlier = resolve_run(against, history, exclude=run.run["id"])
-            results += run_latency_gates(run, paths[0], earlier, max_latency_regression, history,
-                                         across_machines, not recorded, protocol)  # fmt: skip
+            results += run_latency_gates(run, paths[0], earlier, max_latency_regression,
+                                         history=history, across_machines=across_machines,
+                                         remeasure=not recorded, protocol=protocol)  # fmt: skip
     else:
         accuracy_bounds = (max_drop, min_agreement, min_sqnr, max_arm_x86_diff)
         where = resolve_device(device, serial, cpu, xnnpack)

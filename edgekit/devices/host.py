@@ -58,7 +58,7 @@ class HostDevice(Device):
             x,
             self.accelerator.value,
             threads,
-            self.session_options(artifact),
+            session_options=self.session_options(artifact),
             manifest=artifact.manifest,
         )
         return logits, self.annotate(runtime)

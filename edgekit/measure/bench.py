@@ -65,8 +65,8 @@ def session_memory(record: LatencyRecord, figures: dict[str, Any] | None) -> dic
         record.device,
         record.threads,
         figures,
-        record.artifact,
-        record.target,
+        path=record.artifact,
+        target=record.target,
         timing_session=True,
     )
     if memory.leak:
@@ -91,6 +91,7 @@ def measure_interleaved(
     records: list[LatencyRecord],
     protocol: LatencyProtocol,
     guard: NoiseGuard,
+    *,
     progress: Callable[[str], None] | None = None,
     decided: Callable[[Interleaved], bool] | None = None,
     pairs: list[tuple[int, int]] | None = None,
@@ -98,7 +99,7 @@ def measure_interleaved(
     """Interleave ``timers`` and fill the matching ``records`` (statistics, facts, warnings,
     each side's level in the two-level fit and how the pool's measuring went); ``decided`` and
     ``pairs`` as in ``edgekit.measure.interleave.interleave``."""
-    result = interleave(timers, protocol, guard, progress, decided, pairs)
+    result = interleave(timers, protocol, guard, progress=progress, decided=decided, pairs=pairs)
     versions = runtime_versions()
     pool = result.summary()
     for side, (timer, record) in enumerate(zip(timers, records, strict=True)):
@@ -167,14 +168,15 @@ def bench_artifacts(
                 record.runtime["error_type"] = type(exc).__name__
                 continue
             timed.append(record)
-        baselines = _baselines(loaded, where, threads, sample, protocol, timeout_s, baseline)
+        baselines = _baselines(loaded, where, threads, sample=sample, protocol=protocol,
+                               timeout_s=timeout_s, wanted=baseline)  # fmt: skip
         for timer, record in baselines.values():
             if timer is not None:
                 timers.append(timer)
                 timed.append(record)
         if timers:
             result = measure_interleaved(
-                timers, timed, protocol, guard, progress, None, decision_pairs(timed)
+                timers, timed, protocol, guard, progress=progress, pairs=decision_pairs(timed)
             )
             _speedups(result, timed, baselines, loaded, records)
     finally:
@@ -211,6 +213,7 @@ def _baselines(
     loaded: list[Artifact],
     where: Device,
     threads: int,
+    *,
     sample: np.ndarray | None,
     protocol: LatencyProtocol,
     timeout_s: float,
@@ -279,3 +282,16 @@ def bench_artifact(
         baseline=False,
         timeout_s=timeout_s,
     )[0]
+
+
+def __getattr__(name: str) -> Any:
+    # the old name of measure_interleaved (one of three things called "measure"), for one release
+    if name == "measure":
+        import warnings
+
+        from edgekit.errors import MovedPathWarning
+
+        warnings.warn("edgekit.measure.bench.measure is now measure_interleaved; the old name "
+                      "goes in the next release", MovedPathWarning, stacklevel=2)  # fmt: skip
+        return measure_interleaved
+    raise AttributeError(f"module 'edgekit.measure.bench' has no attribute {name!r}")

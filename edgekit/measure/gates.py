@@ -215,7 +215,11 @@ def latency_regression(
             timers.append(where.timer(artifact, threads, None, protocol, 600.0, **extra))
             records.append(LatencyRecord.for_artifact(artifact, where.name, threads))
         result = measure_interleaved(
-            timers, records, protocol, guard, None, lambda partial: latency_decided(partial, bound)
+            timers,
+            records,
+            protocol,
+            guard,
+            decided=lambda partial: latency_decided(partial, bound),
         )
     finally:
         for timer in timers:
@@ -265,6 +269,7 @@ def run_latency_gates(
     run_dir: str | Path,
     earlier_run: str,
     max_regression_pct: float,
+    *,
     history: Path | None = None,
     across_machines: bool = False,
     remeasure: bool = True,

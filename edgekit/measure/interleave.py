@@ -211,6 +211,7 @@ def interleave(
     timers: list[BlockTimer],
     protocol: LatencyProtocol,
     guard: NoiseGuard,
+    *,
     progress: Callable[[str], None] | None = None,
     decided: Callable[[Interleaved], bool] | None = None,
     pairs: Sequence[tuple[int, int]] | None = None,
@@ -267,7 +268,8 @@ def interleave(
             _reopen(timers, result)
             result.reopens_s.append(clock() - reopening)
         say(f"session {session + 1}: {planned} round(s) of every side")
-        _run_session(timers, result, runs, planned, session, guard, round_costs, clock, say)
+        _run_session(timers, result, runs=runs, planned=planned, session=session, guard=guard,
+                     round_costs=round_costs, clock=clock, say=say)  # fmt: skip
         if len(result.failed) == len(timers):
             result.stopped = STOPPED_FAILED
             break
@@ -296,6 +298,7 @@ def _stop_reason(
 def _run_session(
     timers: list[BlockTimer],
     result: Interleaved,
+    *,
     runs: list[int],
     planned: int,
     session: int,

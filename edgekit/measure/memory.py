@@ -100,7 +100,7 @@ def measure_memory(
     finally:
         worker.close()
     return memory_record(
-        artifact.label, device.name, threads, figures, artifact.path, artifact.target
+        artifact.label, device.name, threads, figures, path=artifact.path, target=artifact.target
     )
 
 
@@ -140,6 +140,7 @@ def memory_record(
     device: str,
     threads: int,
     figures: dict[str, Any],
+    *,
     path: str | Path,
     target: str,
     timing_session: bool = False,

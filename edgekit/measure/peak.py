@@ -111,14 +111,13 @@ def arithmetic_of(recipe: str, int8_share: float | None, fp16_share: float | Non
     return "fp16" if (fp16_share or 0.0) >= 0.5 else "fp32"
 
 
-def shares_of(coverage: dict[str, Any] | None, audit: dict[str, Any] | None) -> tuple[float, float]:
-    """(int8, fp16) shares of a file's compute: the coverage's int8 ops where edgekit made it,
-    else the audit's share of int8 MACs; fp16 is the audit's share of MACs computed in fp16."""
+def shares_of(audit: dict[str, Any] | None) -> tuple[float, float]:
+    """(int8, fp16) shares of a file's MACs, from its audit (the census the export read): which
+    arithmetic a row's rate is divided by. One figure for every file, edgekit's or another
+    tool's (the coverage's int8 share counts ops; the peak is about the work, the MACs)."""
     compute = (audit or {}).get("compute") or {}
-    int8 = (coverage or {}).get("int8_fraction")
-    if int8 is None:
-        int8 = (compute.get("int8") or {}).get("mac_share", 0.0)
-    return float(int8), float((compute.get("fp16") or {}).get("mac_share", 0.0))
+    shares = (float((compute.get(kind) or {}).get("mac_share", 0.0)) for kind in ("int8", "fp16"))
+    return next(shares), next(shares)
 
 
 # --- the cache ---------------------------------------------------------------------------------

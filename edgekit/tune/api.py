@@ -112,10 +112,10 @@ def tune_artifacts(
             default,
             knobs,
             open_timer,
-            protocol,
-            guard or NoiseGuard(),
-            budget_s / len(plans),
-            progress,
+            protocol=protocol,
+            guard=guard or NoiseGuard(),
+            budget_s=budget_s / len(plans),
+            progress=progress,
         )
         manifest = tuned_manifest(artifact, tuned, device)
         if write:

@@ -162,6 +162,7 @@ def search(
     default: dict[str, Any],
     knobs: list[Knob],
     open_timer: OpenTimer,
+    *,
     protocol: LatencyProtocol,
     guard: NoiseGuard,
     budget_s: float,

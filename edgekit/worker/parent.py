@@ -136,6 +136,7 @@ def predict_in_child(
     x: np.ndarray,
     accelerator: str,
     threads: int = 1,
+    *,
     session_options: dict[str, Any] | None = None,
     timeout_s: float = 900.0,
     crash_for_test: str | None = None,
