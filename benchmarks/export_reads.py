@@ -82,16 +82,16 @@ def markdown(model: str, rounds: int, found: list[dict], command: str) -> list[s
         "- two reads: the census, then coverage reading the file itself (the work coverage did "
         "before it was derived from the census); one read: the census, coverage derived from it",
     ])  # fmt: skip
-    lines += ["| artifact | two reads s | one read s | saved s | export s (one read) |",
+    lines += ["| artifact | two reads ms | one read ms | saved ms | export s (one read) |",
               "|---|---|---|---|---|"]  # fmt: skip
     for row in found:
         export = f"{row['export_s']:.1f}"
-        lines.append(f"| {row['label']} | {row['two_reads_s']:.2f} | {row['one_read_s']:.2f} | "
-                     f"{row['saved_s']:.2f} | {export} |")  # fmt: skip
+        lines.append(f"| {row['label']} | {row['two_reads_s'] * 1e3:.1f} | "
+                     f"{row['one_read_s'] * 1e3:.1f} | {row['saved_s'] * 1e3:.1f} | {export} |")  # fmt: skip
     total = sum(row["saved_s"] for row in found)
     exports = sum(row["export_s"] for row in found)
-    lines += ["", f"Saved in all: {total:.1f} s over {len(found)} exports, against their "
-              f"{exports:.0f} s of export with one read ({total / (exports + total):.1%} of what "
+    lines += ["", f"Saved in all: {total * 1e3:.0f} ms over {len(found)} exports, against their "
+              f"{exports:.0f} s of export with one read ({total / (exports + total):.2%} of what "
               "they took with two)."]  # fmt: skip
     return lines
 
