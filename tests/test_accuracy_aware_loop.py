@@ -52,13 +52,15 @@ def loop(monkeypatch, tmp_path):
         validated = validated or [True] * len(drops)
         seen = SimpleNamespace(exports=[], benched=None, promoted=None, scratch=None)
 
-        def export_step(source, dataset, target, keep, directory, calibration, validation):
+        def export_step(
+            source, dataset, target, keep, directory, *, calibration_samples, validation_samples
+        ):
             seen.exports.append(list(keep))
-            seen.samples = (calibration, validation)
+            seen.samples = (calibration_samples, validation_samples)
             seen.scratch = directory.parent
             return SimpleNamespace(path=directory / "step.tflite", index=len(seen.exports) - 1)
 
-        def measure_step(artifact, split, baseline, dataset, index, keep, added):
+        def measure_step(artifact, split, baseline, dataset, *, index, keep, added):
             if crash:
                 raise RuntimeError("the runtime crashed")
             assert index == artifact.index
@@ -70,8 +72,10 @@ def loop(monkeypatch, tmp_path):
             return {"split": "evaluation", "samples": 12, "top1": 0.9, "drop_points": drop,
                     "drop_ci": [drop - 0.5, drop + 0.5], "agreement": 0.95}  # fmt: skip
 
-        def promote(artifact, out_dir, steps, chosen, max_drop, evaluation, within, point):
-            seen.promoted = (artifact.index, chosen, within, point)
+        def promote(
+            artifact, out_dir, steps, chosen, *, max_drop, evaluation, within, point_estimate
+        ):
+            seen.promoted = (artifact.index, chosen, within, point_estimate)
             return artifact
 
         monkeypatch.setattr(accuracy_aware, "_export_step", export_step)

@@ -196,25 +196,55 @@ def test_a_stage_that_would_not_fit_the_budget_is_left_out_and_named():
     # stage and the final comparison (10 s each, as the slowest stage) would end past 45 s
     ticks = iter(range(0, 1000, 10))
     open_timer, _ = scripted(two_cores_and_level)
-    tuned = search("f.onnx", DEFAULT, stages((MODE, LEVEL), 2), open_timer, PLAN, QUIET, 45.0,
-                   clock=lambda: next(ticks))  # fmt: skip
+    tuned = search(
+        "f.onnx",
+        DEFAULT,
+        stages((MODE, LEVEL), 2),
+        open_timer,
+        protocol=PLAN,
+        guard=QUIET,
+        budget_s=45.0,
+        clock=lambda: next(ticks),
+    )
     assert [t.knob for t in tuned.trials] == ["threads"]
     assert tuned.untried == ["mode", "level"]
     roomier = iter(range(0, 1000, 10))
-    tuned = search("f.onnx", DEFAULT, stages((MODE, LEVEL), 2), open_timer, PLAN, QUIET, 50.0,
-                   clock=lambda: next(roomier))  # fmt: skip
+    tuned = search(
+        "f.onnx",
+        DEFAULT,
+        stages((MODE, LEVEL), 2),
+        open_timer,
+        protocol=PLAN,
+        guard=QUIET,
+        budget_s=50.0,
+        clock=lambda: next(roomier),
+    )
     assert [t.knob for t in tuned.trials][:2] == ["threads", "mode"]
 
 
 def test_a_knob_that_needs_another_is_searched_only_beside_it():
     parallel = Knob("inter_op", (1, 2), "", requires={"mode": "fancy"})
     open_timer, _ = scripted(lambda options: 1.0)
-    tuned = search("f.onnx", DEFAULT | {"inter_op": 1}, [MODE, parallel], open_timer, PLAN,
-                   QUIET, 60.0)  # fmt: skip
+    tuned = search(
+        "f.onnx",
+        DEFAULT | {"inter_op": 1},
+        [MODE, parallel],
+        open_timer,
+        protocol=PLAN,
+        guard=QUIET,
+        budget_s=60.0,
+    )
     assert [t.knob for t in tuned.trials] == ["mode"]  # mode stayed plain: inter_op moot
     open_timer, _ = scripted(lambda options: 0.7 if options["mode"] == "fancy" else 1.0)
-    tuned = search("f.onnx", DEFAULT | {"inter_op": 1}, [MODE, parallel], open_timer, PLAN,
-                   QUIET, 60.0)  # fmt: skip
+    tuned = search(
+        "f.onnx",
+        DEFAULT | {"inter_op": 1},
+        [MODE, parallel],
+        open_timer,
+        protocol=PLAN,
+        guard=QUIET,
+        budget_s=60.0,
+    )
     assert [t.knob for t in tuned.trials] == ["mode", "inter_op"]  # fancy won: now it matters
 
 
@@ -253,7 +283,7 @@ def test_the_fastest_of_several_faster_values_wins_and_changed_names_it():
     )
     assert tuned.best["level"] == 3 and tuned.to_dict()["changed"] == {"level": 3}
     fancy, _ = scripted(lambda o: 0.7 if o["mode"] == "fancy" else 1.0)
-    tuned = search("f.onnx", DEFAULT, [MODE], fancy, PLAN, QUIET, 60.0)
+    tuned = search("f.onnx", DEFAULT, [MODE], fancy, protocol=PLAN, guard=QUIET, budget_s=60.0)
     assert tuned.changed == {"mode": "fancy"} and tuned.to_dict()["best"]["mode"] == "fancy"
 
 
@@ -393,8 +423,16 @@ def test_a_knob_with_one_value_or_not_applying_opens_nothing_and_the_next_still_
 def test_elapsed_is_the_time_the_search_took():
     ticks = iter(range(100, 1000, 10))
     open_timer, _ = scripted(lambda options: 1.0)
-    tuned = search("f.onnx", DEFAULT, [MODE], open_timer, PLAN, QUIET, 60.0,
-                   clock=lambda: next(ticks))  # fmt: skip
+    tuned = search(
+        "f.onnx",
+        DEFAULT,
+        [MODE],
+        open_timer,
+        protocol=PLAN,
+        guard=QUIET,
+        budget_s=60.0,
+        clock=lambda: next(ticks),
+    )
     assert tuned.elapsed_s == 30 and tuned.budget_s == 60.0  # four looks at the clock
 
 

@@ -71,6 +71,8 @@ class ClusterExecutor:
 
     def export_many(self, jobs: list[ExportJob], out_dir: Path, say: Progress) -> list[Exported]:
         """Every model's exports as tasks at once, so that they spread over all nodes."""
+        if not jobs:
+            return []
         for config, _ in jobs:
             self.require_devices(config)
         self.ship_code([subject.source for _, subject in jobs], say)

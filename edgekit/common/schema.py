@@ -27,10 +27,17 @@ def matches(value: object, kind: Any) -> bool:
     whose keys have their fields' types (``list[LayerTime]``: a list of such objects)."""
     if kind is Any:
         return True
-    if dataclasses.is_dataclass(kind):
+    if dataclasses.is_dataclass(kind):  # its object: every field without a default present
         spec = record_spec(kind)
-        return isinstance(value, dict) and all(
-            matches(item, spec[key]) for key, item in value.items() if key in spec
+        required = [
+            f.name
+            for f in dataclasses.fields(kind)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
+        return (
+            isinstance(value, dict)
+            and all(key in value for key in required)
+            and all(matches(item, spec[key]) for key, item in value.items() if key in spec)
         )
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):

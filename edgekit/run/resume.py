@@ -115,7 +115,7 @@ class _Redo:
                 for target, recipe in cells
             ]
             exported, rows = [], []
-            for artifacts, failed in self.inner.export_many(again, out_dir, say):
+            for artifacts, failed in self.inner.export_many(again, out_dir, say) if again else []:
                 exported += artifacts
                 rows += failed
             self.fresh |= {a.path.name for a in exported}
