@@ -48,7 +48,7 @@ def assert_accuracy_drop(
     from edgekit.measure.accuracy import evaluate_artifact
 
     record = evaluate_artifact(str(artifact), data=data, device=device)
-    check_record(record, max_drop, min_agreement, min_sqnr, point_estimate)
+    check_record(record, max_drop, min_agreement, min_sqnr, point_estimate=point_estimate)
     return record
 
 
@@ -57,12 +57,15 @@ def check_record(
     max_drop: float | None = None,
     min_agreement: float | None = None,
     min_sqnr: float | None = None,
+    *,
     point_estimate: bool = False,
 ) -> None:
     """Raise AssertionError with the gate table when any bound does not hold."""
     from edgekit.measure.gates import accuracy_gates, format_gates
 
-    results = accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)
+    results = accuracy_gates(
+        record, max_drop, min_agreement, min_sqnr, point_estimate=point_estimate
+    )
     if not all(result.passed for result in results):
         __tracebackhide__ = True
         raise AssertionError("edgekit accuracy gate failed:\n" + format_gates(results))
@@ -70,6 +73,7 @@ def check_record(
 
 def assert_class_drop(
     artifact: str | Path,
+    *,
     data: str = "digits",
     max_class_drop: float = 5.0,
     device: str = DEFAULT_DEVICE,
@@ -85,6 +89,7 @@ def assert_class_drop(
 
 def assert_flips(
     artifact: str | Path,
+    *,
     data: str = "digits",
     max_flips: int | str = 0,
     device: str = DEFAULT_DEVICE,

@@ -17,6 +17,7 @@ def quantize_pt2e(
     example: np.ndarray,
     quantizer: Quantizer,
     calibration: np.ndarray,
+    *,
     fold: bool = True,
 ) -> Any:
     """A converted (quantize/dequantize annotated) GraphModule for ``module``.

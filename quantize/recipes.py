@@ -26,24 +26,29 @@ class Recipe:
 RECIPES: dict[str, Recipe] = {
     recipe.name: recipe
     for recipe in (
-        Recipe("fp32", "float32 weights and activations", False, Tolerance(40.0, 0.99)),
+        Recipe(
+            "fp32",
+            "float32 weights and activations",
+            needs_calibration=False,
+            tolerance=Tolerance(40.0, 0.99),
+        ),
         Recipe(
             "fp16",
             "float16 weights (activations fp32 or fp16 by runtime)",
-            False,
-            Tolerance(30.0, 0.98),
+            needs_calibration=False,
+            tolerance=Tolerance(30.0, 0.98),
         ),
         Recipe(
             "int8",
             "static: int8 activations (calibrated) and per-channel int8 weights",
-            True,
-            Tolerance(12.0, 0.90),
+            needs_calibration=True,
+            tolerance=Tolerance(12.0, 0.90),
         ),
         Recipe(
             "int8-dynamic",
             "int8 weights; activations quantized at run time",
-            False,
-            Tolerance(12.0, 0.90),
+            needs_calibration=False,
+            tolerance=Tolerance(12.0, 0.90),
         ),
     )
 }

@@ -141,7 +141,7 @@ class _Simulator:
         self.input_range = (float(self.x.min()), float(self.x.max()))
         self.reference, self.float_outputs = self._run(set(), record=True)
 
-    def _run(self, quantized: set[str], record: bool = False) -> tuple[Any, dict[str, Any]]:
+    def _run(self, quantized: set[str], *, record: bool = False) -> tuple[Any, dict[str, Any]]:
         import torch
 
         captured: dict[str, Any] = {}

@@ -48,13 +48,13 @@ def _record(**changes) -> AccuracyRecord:
 def test_the_drop_gate_holds_the_upper_bound_and_passes_at_the_bound():
     (gate,) = accuracy_gates(_record(), max_drop=0.9)
     assert gate == GateResult(
-        "tflite/int8 @ cpu x1",
-        "cpu",
-        "drop upper bound (95%)",
-        0.9,
-        0.9,
-        True,
-        "drop 0.40 [-0.10, 0.90], McNemar p=0.0312",
+        artifact="tflite/int8 @ cpu x1",
+        device="cpu",
+        gate="drop upper bound (95%)",
+        measured=0.9,
+        bound=0.9,
+        passed=True,
+        detail="drop 0.40 [-0.10, 0.90], McNemar p=0.0312",
     )
     (gate,) = accuracy_gates(_record(), max_drop=0.89)
     assert not gate.passed and gate.measured == 0.9
@@ -73,9 +73,21 @@ def test_agreement_and_sqnr_gates_pass_at_their_bounds_in_that_order():
     )
     assert drop.passed and drop.gate.startswith("drop")
     assert agreement == GateResult(
-        "tflite/int8 @ cpu x1", "cpu", "top-1 agreement", 0.98, 0.98, True
+        artifact="tflite/int8 @ cpu x1",
+        device="cpu",
+        gate="top-1 agreement",
+        measured=0.98,
+        bound=0.98,
+        passed=True,
     )
-    assert sqnr == GateResult("tflite/int8 @ cpu x1", "cpu", "SQNR (dB)", 21.5, 21.5, True)
+    assert sqnr == GateResult(
+        artifact="tflite/int8 @ cpu x1",
+        device="cpu",
+        gate="SQNR (dB)",
+        measured=21.5,
+        bound=21.5,
+        passed=True,
+    )
     well_within = accuracy_gates(_record(), min_agreement=0.5, min_sqnr=10.0)
     assert [g.passed for g in well_within] == [True, True]
     failing = accuracy_gates(_record(), min_agreement=0.981, min_sqnr=21.6)
@@ -100,7 +112,16 @@ def test_a_file_without_a_baseline_cannot_be_held_to_a_drop_agreement_or_sqnr(bo
 
 
 def test_a_gate_result_flattens_its_figures_into_its_dict():
-    gate = GateResult("a", "cpu", "g", 1.0, 2.0, True, "d", {"ratio": 1.1, "rounds": 8})
+    gate = GateResult(
+        artifact="a",
+        device="cpu",
+        gate="g",
+        measured=1.0,
+        bound=2.0,
+        passed=True,
+        detail="d",
+        figures={"ratio": 1.1, "rounds": 8},
+    )
     assert gate.to_dict() == {"artifact": "a", "device": "cpu", "gate": "g", "measured": 1.0,
                               "bound": 2.0, "passed": True, "detail": "d", "ratio": 1.1,
                               "rounds": 8}  # fmt: skip
@@ -119,13 +140,13 @@ def test_the_arm_gate_holds_the_largest_logit_difference_and_passes_at_its_bound
     record = _record(device="arm64-emu", versus_host=VERSUS_HOST)
     gate = device_vs_host_gate(record, 2e-5)
     assert gate == GateResult(
-        "tflite/int8 @ cpu x1",
-        "arm64-emu",
-        "ARM vs x86 max |diff|",
-        2e-5,
-        2e-5,
-        True,
-        "argmax agreement 0.9989, 3/8990 outputs differ",
+        artifact="tflite/int8 @ cpu x1",
+        device="arm64-emu",
+        gate="ARM vs x86 max |diff|",
+        measured=2e-5,
+        bound=2e-5,
+        passed=True,
+        detail="argmax agreement 0.9989, 3/8990 outputs differ",
     )
     assert not device_vs_host_gate(record, 1.9e-5).passed
     assert device_vs_host_gate(record, 1e-3).passed
@@ -142,8 +163,23 @@ def test_the_arm_gate_on_a_device_that_does_not_compare_with_the_host_is_refused
 
 def test_the_gate_table_lines_up_its_columns_and_lists_the_details_below():
     gates = [
-        GateResult("tflite/int8", "cpu", "drop", 0.4, 1.0, True, "drop 0.40 [-0.10, 0.90]"),
-        GateResult("onnx/int8 @ gpu", "gpu", "SQNR (dB)", 9.5, 12.0, False),
+        GateResult(
+            artifact="tflite/int8",
+            device="cpu",
+            gate="drop",
+            measured=0.4,
+            bound=1.0,
+            passed=True,
+            detail="drop 0.40 [-0.10, 0.90]",
+        ),
+        GateResult(
+            artifact="onnx/int8 @ gpu",
+            device="gpu",
+            gate="SQNR (dB)",
+            measured=9.5,
+            bound=12.0,
+            passed=False,
+        ),
     ]
     assert format_gates(gates) == "\n".join([
         "artifact         device  gate       measured  bound   result",
@@ -219,13 +255,13 @@ def test_recorded_p50s_are_compared_on_one_machine_and_pass_at_the_bound(monkeyp
     results = Results(run={}, rows=[baseline, now, gone])
     (gate,) = run_latency_gates(results, tmp_path, "20261201-a", 33.34, remeasure=False)
     assert gate == GateResult(
-        now.key,
-        "cpu",
-        "p50 regression (%), recorded",
-        pytest.approx(100 / 3),
-        33.34,
-        True,
-        "recorded p50 3.000 ms in 20261201-a -> 4.000 ms (two moments, not interleaved: no "
+        artifact=now.key,
+        device="cpu",
+        gate="p50 regression (%), recorded",
+        measured=pytest.approx(100 / 3),
+        bound=33.34,
+        passed=True,
+        detail="recorded p50 3.000 ms in 20261201-a -> 4.000 ms (two moments, not interleaved: no "
         "interval)",
     )
     (gate,) = run_latency_gates(results, tmp_path, "20261201-a", 33.33, remeasure=False)
@@ -271,16 +307,32 @@ def test_host_rows_whose_files_both_exist_are_measured_again_now(monkeypatch, tm
 
     def interleaved_again(candidate, reference, max_regression_pct, **options):
         calls.append((candidate, reference, max_regression_pct, options))
-        return GateResult(str(candidate), "cpu", "latency ratio, 95% lower bound", 1.02, 1.1,
-                          True, "interleaved", {"rounds": 20})  # fmt: skip
+        return GateResult(
+            artifact=str(candidate),
+            device="cpu",
+            gate="latency ratio, 95% lower bound",
+            measured=1.02,
+            bound=1.1,
+            passed=True,
+            detail="interleaved",
+            figures={"rounds": 20},
+        )
 
     monkeypatch.setattr("edgekit.measure.gates.latency_regression", interleaved_again)
     results = Results(run={}, rows=[now])
     (gate,) = run_latency_gates(results, tmp_path, "20261201-a", 10.0)
     assert calls == [(tmp_path / "now.onnx", tmp_path / "then.onnx", 10.0,
                       {"device": "cpu", "threads": 1, "protocol": None})]  # fmt: skip
-    assert gate == GateResult(now.key, "cpu", "latency ratio, 95% lower bound", 1.02, 1.1, True,
-                              "interleaved", {"rounds": 20})  # fmt: skip
+    assert gate == GateResult(
+        artifact=now.key,
+        device="cpu",
+        gate="latency ratio, 95% lower bound",
+        measured=1.02,
+        bound=1.1,
+        passed=True,
+        detail="interleaved",
+        figures={"rounds": 20},
+    )
     # not asked to measure again, or a file gone, or a device that is not the host: recorded
     assert run_latency_gates(results, tmp_path, "20261201-a", 25.0, remeasure=False)[0].passed
     (tmp_path / "then.onnx").unlink()
@@ -309,7 +361,9 @@ def test_every_host_row_whose_files_exist_is_measured_again(monkeypatch, tmp_pat
     _earlier(monkeypatch, then)
     monkeypatch.setattr(
         "edgekit.measure.gates.latency_regression",
-        lambda candidate, *args, **options: GateResult(str(candidate), "cpu", "ratio", 1, 1, True),
+        lambda candidate, *args, **options: GateResult(
+            artifact=str(candidate), device="cpu", gate="ratio", measured=1, bound=1, passed=True
+        ),
     )
     gates = run_latency_gates(Results(run={}, rows=rows), tmp_path, "20261201-a", 10.0)
     assert [g.artifact for g in gates] == [row.key for row in rows]

@@ -155,6 +155,7 @@ def as_artifact(item: str | Path | Artifact) -> Artifact:
 
 def load_artifact(
     path: str | Path,
+    *,
     verify_digest: bool = True,
     foreign: ForeignOptions | None = None,
     manifest: Manifest | dict | None = None,

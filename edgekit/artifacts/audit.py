@@ -95,6 +95,7 @@ def audit_file(
     path: str | Path,
     expect: str | None = None,
     expect_io: str | None = None,
+    *,
     require_full_delegation: bool = False,
     census: Census | None = None,
     kept_float: tuple[str, ...] = (),

@@ -33,7 +33,10 @@ def audit(
 
     if not files:
         raise UserInputError("audit: give one or more model files")
-    reports = [audit_file(f, expect, expect_io, require_full_delegation) for f in files]
+    reports = [
+        audit_file(f, expect, expect_io, require_full_delegation=require_full_delegation)
+        for f in files
+    ]
     if as_json:
         print(json.dumps([report.to_dict() for report in reports], indent=2))
     else:

@@ -335,7 +335,9 @@ def check(
                 "directory takes --max-peak-mb and --max-size-kb"
             )
         results += run_memory_gates(run, memory)
-        results += run_accuracy_gates(run, max_drop, min_agreement, min_sqnr, point_estimate)
+        results += run_accuracy_gates(
+            run, max_drop, min_agreement, min_sqnr, point_estimate=point_estimate
+        )
         results += run_prediction_gates(run, predictions)
         if max_latency_regression is not None:
             earlier = resolve_run(against, history, exclude=run.run["id"])
@@ -377,7 +379,9 @@ def check(
             record = evaluate_artifact(artifact, data=data, device=where, threads=threads)
             if max_arm_x86_diff is not None:
                 results.append(device_vs_host_gate(record, max_arm_x86_diff))
-            results += accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)
+            results += accuracy_gates(
+                record, max_drop, min_agreement, min_sqnr, point_estimate=point_estimate
+            )
             results += prediction_gates(record, predictions)
     if not results:
         raise UserInputError("check: nothing to gate (no measured rows)")

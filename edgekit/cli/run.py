@@ -350,7 +350,7 @@ def compare(
 
     second = resolve_run(run_b, history)
     first = resolve_run(run_a, history, exclude=second)
-    deltas = compare_runs(first, second, history, across_machines)
+    deltas = compare_runs(first, second, history, across_machines=across_machines)
     if as_json:
         print(json.dumps({"a": first, "b": second, "rows": deltas}, indent=2))
         return

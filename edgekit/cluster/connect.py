@@ -100,7 +100,7 @@ def _errors_to_stderr() -> None:
     if getattr(printer, "edgekit", False):
         return
 
-    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:  # noqa: FBT001 (Ray's own signature)
         printer({**data, "is_err": True} if data.get("pid") == "raylet" else data, ignore_prefix)
 
     to_stderr.edgekit = True  # type: ignore[attr-defined]

@@ -17,7 +17,7 @@ class DropBudget:
     on_upper_bound: bool = True
 
     @classmethod
-    def of(cls, points: float, point_estimate: bool = False) -> DropBudget:
+    def of(cls, points: float, *, point_estimate: bool = False) -> DropBudget:
         """From the command line's two settings, ``--max-drop`` and ``--point-estimate``."""
         return cls(points, on_upper_bound=not point_estimate)
 

@@ -91,6 +91,7 @@ def quiet_python(
     env: dict[str, str] | None = None,
     loggers: tuple[str, ...] = (),
     messages: tuple[str, ...] = (),
+    *,
     stdout: bool = False,
 ) -> Iterator[None]:
     """Silence known Python-side chatter for a block: set ``env`` (a library's progress switch),

@@ -158,7 +158,7 @@ def runner_path(target_name: str) -> Path:
 class RunnerTimer(BlockTimer):
     """The artifact and its runner pushed to the phone; a block is one run of the runner."""
 
-    def __init__(self, artifact: Artifact, serial: str | None, threads: int, gpu: bool) -> None:
+    def __init__(self, artifact: Artifact, serial: str | None, threads: int, *, gpu: bool) -> None:
         self.label = artifact.label
         self._official = get_target(artifact.target).official_runner()
         local_runner = runner_path(artifact.target)
@@ -183,7 +183,7 @@ class RunnerTimer(BlockTimer):
         self.load_ms, self.first_ms = first.get("load_ms"), first.get("first_ms")
         self.warm_ms = max(first.get("mean_ms", 1.0), 1e-3)
 
-    def _run(self, runs: int, watch: bool = False) -> dict[str, float]:
+    def _run(self, runs: int, *, watch: bool = False) -> dict[str, float]:
         """One run of the runner; ``watch``: dumpsys reads its process meanwhile."""
         command = self._official.command(self._runner, self._model, self._threads, runs, self._gpu)
         self.runtime["command"] = json.dumps(command)

@@ -55,8 +55,8 @@ class AccuracyAwareResult:
         return self.artifact.manifest.keep_float
 
 
-def _over(drop: float, high: float, budget: float, point_estimate: bool) -> bool:
-    return DropBudget.of(budget, point_estimate).over(drop, high)
+def _over(drop: float, high: float, budget: float, *, point_estimate: bool) -> bool:
+    return DropBudget.of(budget, point_estimate=point_estimate).over(drop, high)
 
 
 def export_accuracy_aware(
@@ -132,15 +132,18 @@ def export_accuracy_aware(
             )
             steps.append(step)
             artifacts.append(artifact)
-            over = _over(step.drop_points, step.drop_ci[1], max_drop, point_estimate)
+            over = _over(step.drop_points, step.drop_ci[1], max_drop, point_estimate=point_estimate)
             if not over and step.validation_passed:
                 break
         if bench:
             _bench_steps(steps, artifacts, selection, bench_protocol, bench_guard)
-        chosen = _choose(steps, max_drop, point_estimate)
+        chosen = _choose(steps, max_drop, point_estimate=point_estimate)
         evaluation = _evaluate(artifacts[chosen], source, dataset)
         within = not _over(
-            evaluation["drop_points"], evaluation["drop_ci"][1], max_drop, point_estimate
+            evaluation["drop_points"],
+            evaluation["drop_ci"][1],
+            max_drop,
+            point_estimate=point_estimate,
         )
         final = _promote(
             artifacts[chosen],
@@ -266,10 +269,10 @@ def _bench_steps(
             step.ratio_to_first, step.ratio_ci = ratio, [low, high]
 
 
-def _choose(steps: list[Step], max_drop: float, point_estimate: bool) -> int:
+def _choose(steps: list[Step], max_drop: float, *, point_estimate: bool) -> int:
     """The first step within budget that passed validation, else the smallest drop."""
     for step in steps:
-        over = _over(step.drop_points, step.drop_ci[1], max_drop, point_estimate)
+        over = _over(step.drop_points, step.drop_ci[1], max_drop, point_estimate=point_estimate)
         if not over and step.validation_passed:
             return step.step
     return min(steps, key=lambda s: (not s.validation_passed, s.drop_ci[1])).step
@@ -305,7 +308,7 @@ def _promote(
     destination = out_dir / artifact.path.name
     loop = {
         "max_drop_points": max_drop,
-        "rule": DropBudget.of(max_drop, point_estimate).rule,
+        "rule": DropBudget.of(max_drop, point_estimate=point_estimate).rule,
         "within_budget": within,
         "chosen_step": chosen,
         "selection_split": "calibration half, images calibration did not draw",

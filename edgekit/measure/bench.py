@@ -34,6 +34,7 @@ def baseline_timer(
     sample: np.ndarray | None,
     protocol: LatencyProtocol,
     timeout_s: float = 600.0,
+    *,
     cuda: bool = True,
 ) -> BlockTimer:
     """The source model in its own framework, fp32: on CUDA when present (``cuda``), else CPU.

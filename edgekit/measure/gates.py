@@ -48,6 +48,7 @@ def accuracy_gates(
     max_drop: float | None = None,
     min_agreement: float | None = None,
     min_sqnr: float | None = None,
+    *,
     point_estimate: bool = False,
 ) -> list[GateResult]:
     results = []
@@ -62,7 +63,7 @@ def accuracy_gates(
         )
     if max_drop is not None:
         low, high = record.drop_ci
-        budget = DropBudget.of(max_drop, point_estimate)
+        budget = DropBudget.of(max_drop, point_estimate=point_estimate)
         measured = budget.measured(record.drop_points, high)
         what = budget.figure + f" ({record.confidence:.0%})" * budget.on_upper_bound
         detail = (
@@ -70,23 +71,36 @@ def accuracy_gates(
             f"McNemar p={record.mcnemar['p_value']:.3g}"
         )
         results.append(
-            GateResult(name, device, what, measured, max_drop, measured <= max_drop, detail)
+            GateResult(
+                artifact=name,
+                device=device,
+                gate=what,
+                measured=measured,
+                bound=max_drop,
+                passed=measured <= max_drop,
+                detail=detail,
+            )
         )
     if min_agreement is not None:
         results.append(
             GateResult(
-                name,
-                device,
-                "top-1 agreement",
-                record.agreement,
-                min_agreement,
-                record.agreement >= min_agreement,
+                artifact=name,
+                device=device,
+                gate="top-1 agreement",
+                measured=record.agreement,
+                bound=min_agreement,
+                passed=record.agreement >= min_agreement,
             )
         )
     if min_sqnr is not None:
         results.append(
             GateResult(
-                name, device, "SQNR (dB)", record.sqnr_db, min_sqnr, record.sqnr_db >= min_sqnr
+                artifact=name,
+                device=device,
+                gate="SQNR (dB)",
+                measured=record.sqnr_db,
+                bound=min_sqnr,
+                passed=record.sqnr_db >= min_sqnr,
             )
         )
     return results
@@ -106,13 +120,13 @@ def device_vs_host_gate(record: AccuracyRecord, max_diff: float) -> GateResult:
         f"{figures['outputs_differing']}/{figures['outputs']} outputs differ"
     )
     return GateResult(
-        record.label,
-        record.device,
-        "ARM vs x86 max |diff|",
-        measured,
-        max_diff,
-        measured <= max_diff,
-        detail,
+        artifact=record.label,
+        device=record.device,
+        gate="ARM vs x86 max |diff|",
+        measured=measured,
+        bound=max_diff,
+        passed=measured <= max_diff,
+        detail=detail,
     )
 
 
@@ -144,12 +158,15 @@ def run_accuracy_gates(
     max_drop: float | None = None,
     min_agreement: float | None = None,
     min_sqnr: float | None = None,
+    *,
     point_estimate: bool = False,
 ) -> list[GateResult]:
     """Accuracy gates on every row of a run's results.json that has an accuracy figure."""
     gates = []
     for record in accuracy_records(results):
-        gates += accuracy_gates(record, max_drop, min_agreement, min_sqnr, point_estimate)
+        gates += accuracy_gates(
+            record, max_drop, min_agreement, min_sqnr, point_estimate=point_estimate
+        )
     return gates
 
 
@@ -246,14 +263,14 @@ def latency_regression(
         f"{records[0].stats['p50_ms']:.3f} ms{verdict}"
     )
     return GateResult(
-        str(new.path),
-        where.name,
-        "latency ratio, 95% interval",
-        high,
-        bound,
-        high <= bound,
-        detail,
-        {
+        artifact=str(new.path),
+        device=where.name,
+        gate="latency ratio, 95% interval",
+        measured=high,
+        bound=bound,
+        passed=high <= bound,
+        detail=detail,
+        figures={
             "ratio": ratio,
             "ratio_ci": [low, high],
             "decided": decided,
@@ -305,14 +322,14 @@ def run_latency_gates(
             )
             gates.append(
                 GateResult(
-                    row.key,
-                    gate.device,
-                    gate.gate,
-                    gate.measured,
-                    gate.bound,
-                    gate.passed,
-                    gate.detail,
-                    gate.figures,
+                    artifact=row.key,
+                    device=gate.device,
+                    gate=gate.gate,
+                    measured=gate.measured,
+                    bound=gate.bound,
+                    passed=gate.passed,
+                    detail=gate.detail,
+                    figures=gate.figures,
                 )
             )
             continue
@@ -328,13 +345,13 @@ def run_latency_gates(
             detail += f"; ACROSS MACHINES: {mismatch.split('(')[1].split(')')[0]}"
         gates.append(
             GateResult(
-                row.key,
-                str(row.device),
-                "p50 regression (%), recorded",
-                change,
-                max_regression_pct,
-                change <= max_regression_pct,
-                detail,
+                artifact=row.key,
+                device=str(row.device),
+                gate="p50 regression (%), recorded",
+                measured=change,
+                bound=max_regression_pct,
+                passed=change <= max_regression_pct,
+                detail=detail,
             )
         )
     return gates

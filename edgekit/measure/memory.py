@@ -124,7 +124,7 @@ def _planned(path: str, target: str, size: int, mtime: float) -> tuple[int | Non
     return planned.bytes, planned.source
 
 
-def leak_floor(samples: list[list[int]], timing_session: bool) -> float:
+def leak_floor(samples: list[list[int]], *, timing_session: bool) -> float:
     """The growth (kB per 1000 invokes) a slope must surely exceed to be called a leak. A timing
     session replies after every block, and that harness may take a page per block while its
     allocators settle (ExecuTorch's session of the default model grew exactly 4 kB per block
@@ -149,7 +149,7 @@ def memory_record(
     own facts: its size, and what its runtime plans for activations."""
     record = MemoryRecord(label, device, threads)
     size, planned, source = _file_facts(path, target)
-    _parts(record, figures, size, planned, source, timing_session)
+    _parts(record, figures, size, planned, source, timing_session=timing_session)
     if figures.get("note"):  # where the figures come from, when not a plain process
         record.notes.append(str(figures["note"]))
     if figures.get("floor_kb") is None:
@@ -200,6 +200,7 @@ def _parts(
     file_bytes: int,
     planned_bytes: int | None,
     planned_source: str,
+    *,
     timing_session: bool = False,
 ) -> None:
     """The parts from the probe's figures (kB) and the file's own facts (bytes)."""
@@ -232,7 +233,7 @@ def _parts(
     slope = leak_slope(samples)
     if slope is not None:
         record.leak_kb_per_1k, record.leak_interval = slope
-        record.leak_floor = leak_floor(samples, timing_session)
+        record.leak_floor = leak_floor(samples, timing_session=timing_session)
         record.leak = slope[1][0] > record.leak_floor
     if not figures.get("peak_resettable", True):
         record.notes.append(

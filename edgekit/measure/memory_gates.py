@@ -49,12 +49,12 @@ def memory_gates(
         size_kb = size_bytes / 1024
         gates.append(
             GateResult(
-                memory.label,
-                memory.device,
-                "size KB",
-                size_kb,
-                bounds.max_size_kb,
-                size_kb <= bounds.max_size_kb,
+                artifact=memory.label,
+                device=memory.device,
+                gate="size KB",
+                measured=size_kb,
+                bound=bounds.max_size_kb,
+                passed=size_kb <= bounds.max_size_kb,
             )
         )
     if not bounds.measured:
@@ -69,28 +69,30 @@ def memory_gates(
             if bound is not None:
                 gates.append(
                     GateResult(
-                        memory.label,
-                        memory.device,
-                        gate,
-                        float("nan"),
-                        bound,
-                        False,
-                        f"not measured: {why}",
+                        artifact=memory.label,
+                        device=memory.device,
+                        gate=gate,
+                        measured=float("nan"),
+                        bound=bound,
+                        passed=False,
+                        detail=f"not measured: {why}",
                     )
                 )
         return gates
     if bounds.max_peak_mb is not None:
         gates.append(
             GateResult(
-                memory.label,
-                memory.device,
-                "model's peak MB",
-                memory.model_mb,
-                bounds.max_peak_mb,
-                memory.model_mb <= bounds.max_peak_mb,
-                f"above the runtime's floor of {memory.floor_mb:.1f} MB (process peak "
-                f"{memory.process_peak_mb:.1f} MB)",
-                memory.to_dict(),
+                artifact=memory.label,
+                device=memory.device,
+                gate="model's peak MB",
+                measured=memory.model_mb,
+                bound=bounds.max_peak_mb,
+                passed=memory.model_mb <= bounds.max_peak_mb,
+                detail=(
+                    f"above the runtime's floor of {memory.floor_mb:.1f} MB (process peak "
+                    f"{memory.process_peak_mb:.1f} MB)"
+                ),
+                figures=memory.to_dict(),
             )
         )
     if bounds.max_leak_kb_per_1k is not None:
@@ -103,50 +105,56 @@ def memory_gates(
 def _leak_gate(memory: MemoryRecord, bound: float) -> GateResult:
     if memory.leak_interval is None:
         return GateResult(
-            memory.label,
-            memory.device,
-            "leak kB per 1k invokes",
-            float("nan"),
-            bound,
-            False,
-            f"too few samples over {memory.invokes} invokes for a slope",
+            artifact=memory.label,
+            device=memory.device,
+            gate="leak kB per 1k invokes",
+            measured=float("nan"),
+            bound=bound,
+            passed=False,
+            detail=f"too few samples over {memory.invokes} invokes for a slope",
         )
     low, high = memory.leak_interval
     return GateResult(
-        memory.label,
-        memory.device,
-        "leak kB per 1k invokes",
-        memory.leak_kb_per_1k,
-        bound,
-        high <= bound,
-        f"95% interval [{low:.2f}, {high:.2f}] over {memory.invokes} invokes (the upper end is "
-        "gated)",
-        {"leak_interval": [low, high], "invokes": memory.invokes},
+        artifact=memory.label,
+        device=memory.device,
+        gate="leak kB per 1k invokes",
+        measured=memory.leak_kb_per_1k,
+        bound=bound,
+        passed=high <= bound,
+        detail=(
+            f"95% interval [{low:.2f}, {high:.2f}] over {memory.invokes} invokes (the upper end "
+            "is gated)"
+        ),
+        figures={"leak_interval": [low, high], "invokes": memory.invokes},
     )
 
 
 def _regression_gate(memory: MemoryRecord, reference: MemoryRecord, bound: float) -> GateResult:
     if reference.status != "ok" or not reference.model_mb:
         return GateResult(
-            memory.label,
-            memory.device,
-            "memory regression %",
-            float("nan"),
-            bound,
-            False,
-            f"the reference {reference.label}: {reference.error or 'no model share measured'}",
+            artifact=memory.label,
+            device=memory.device,
+            gate="memory regression %",
+            measured=float("nan"),
+            bound=bound,
+            passed=False,
+            detail=(
+                f"the reference {reference.label}: {reference.error or 'no model share measured'}"
+            ),
         )
     change = 100.0 * (memory.model_mb / reference.model_mb - 1.0)
     return GateResult(
-        memory.label,
-        memory.device,
-        "memory regression %",
-        change,
-        bound,
-        change <= bound,
-        f"model's share {memory.model_mb:.2f} MB against {reference.model_mb:.2f} MB of "
-        f"{reference.label}",
-        {"reference_model_mb": reference.model_mb},
+        artifact=memory.label,
+        device=memory.device,
+        gate="memory regression %",
+        measured=change,
+        bound=bound,
+        passed=change <= bound,
+        detail=(
+            f"model's share {memory.model_mb:.2f} MB against {reference.model_mb:.2f} MB of "
+            f"{reference.label}"
+        ),
+        figures={"reference_model_mb": reference.model_mb},
     )
 
 

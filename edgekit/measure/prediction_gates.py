@@ -81,7 +81,9 @@ def prediction_gates(record: AccuracyRecord, bounds: PredictionBounds) -> list[G
             "another tool made); --fail-on-collapse needs none"
         )
     if bounds.max_class_drop is not None:
-        results.append(_class_drop_gate(record, bounds.max_class_drop, bounds.point_estimate))
+        results.append(
+            _class_drop_gate(record, bounds.max_class_drop, point_estimate=bounds.point_estimate)
+        )
     if bounds.max_flips is not None:
         flips = record.flips
         limit = bounds.max_flips.limit(flips["samples"])
@@ -93,7 +95,17 @@ def prediction_gates(record: AccuracyRecord, bounds: PredictionBounds) -> list[G
         )
         what = f"flipped predictions (max {bounds.max_flips})"
         changed = flips["changed"]
-        results.append(GateResult(name, device, what, changed, limit, changed <= limit, detail))
+        results.append(
+            GateResult(
+                artifact=name,
+                device=device,
+                gate=what,
+                measured=changed,
+                bound=limit,
+                passed=changed <= limit,
+                detail=detail,
+            )
+        )
     if bounds.fail_on_collapse:
         if not record.collapse:
             raise UserInputError(
@@ -109,14 +121,20 @@ def prediction_gates(record: AccuracyRecord, bounds: PredictionBounds) -> list[G
         what = f"collapse (share of the top class, max {bounds.collapse_share:g})"
         results.append(
             GateResult(
-                name, device, what, found.dominant_share, bounds.collapse_share, not reason, detail
+                artifact=name,
+                device=device,
+                gate=what,
+                measured=found.dominant_share,
+                bound=bounds.collapse_share,
+                passed=not reason,
+                detail=detail,
             )
         )
     return results
 
 
-def _class_drop_gate(record: AccuracyRecord, points: float, point_estimate: bool) -> GateResult:
-    budget = DropBudget.of(points, point_estimate)
+def _class_drop_gate(record: AccuracyRecord, points: float, *, point_estimate: bool) -> GateResult:
+    budget = DropBudget.of(points, point_estimate=point_estimate)
     classes = record.per_class
     measured = [budget.measured(c["drop_points"], c["drop_ci"][1]) for c in classes]
     worst = max(range(len(classes)), key=measured.__getitem__)
@@ -133,7 +151,15 @@ def _class_drop_gate(record: AccuracyRecord, points: float, point_estimate: bool
     detail = "; ".join(said(change) for change in (over or [classes[worst]]))
     detail += f" ({record.per_class_correction})" if record.per_class_correction else ""
     what = f"worst class {budget.figure}" + f" ({record.confidence:.0%})" * budget.on_upper_bound
-    return GateResult(record.label, record.device, what, measured[worst], points, not over, detail)
+    return GateResult(
+        artifact=record.label,
+        device=record.device,
+        gate=what,
+        measured=measured[worst],
+        bound=points,
+        passed=not over,
+        detail=detail,
+    )
 
 
 def run_prediction_gates(results: Results, bounds: PredictionBounds) -> list[GateResult]:

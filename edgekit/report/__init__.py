@@ -51,7 +51,7 @@ def model_blocks(
     """A block per model, in run order; a model's rows never compete with another's.
     ``table``: the results table (``table_rows``), each model's rows taken from it."""
     visible = [row for row in results.rows if row.status != "unavailable"]
-    advice = recommend_each(results.rows, budget, point_estimate)
+    advice = recommend_each(results.rows, budget, point_estimate=point_estimate)
     blocks = []
     for name, recommendation in advice.items():
         mine = [row for row in results.rows if (row.model or "") == name]

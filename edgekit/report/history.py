@@ -259,7 +259,7 @@ def machine_mismatch(first: dict | None, second: dict | None, what: str) -> str 
 
 
 def compare_runs(
-    run_a: str, run_b: str, path: Path | None = None, across_machines: bool = False
+    run_a: str, run_b: str, path: Path | None = None, *, across_machines: bool = False
 ) -> list[dict[str, Any]]:
     """Per row key present in either run: the figures of both and B's change against A.
     Rows whose fingerprints differ are refused (UserInputError naming the fields) unless

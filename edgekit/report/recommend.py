@@ -232,7 +232,7 @@ def _tally(reasons: list[tuple[str, str]]) -> str:
     return "; ".join(f"{count} row(s) {kind}" for kind, count in counts.items())
 
 
-def _why_not(row: Row, max_drop: float, point_estimate: bool) -> str | None:
+def _why_not(row: Row, max_drop: float, *, point_estimate: bool) -> str | None:
     if row.status != "ok":
         return f"{row.status}: {row.error}"
     if not row.accuracy:
@@ -245,14 +245,14 @@ def _why_not(row: Row, max_drop: float, point_estimate: bool) -> str | None:
         return f"{row.traits.get('note') or 'its latency is not comparable'}"
     if row.traits.get("where") == "server":
         return "a server row: compared with the baseline, never with on-device rows"
-    budget = DropBudget.of(max_drop, point_estimate)
+    budget = DropBudget.of(max_drop, point_estimate=point_estimate)
     if budget.over(row.drop, row.drop_high):
         return budget.why_over(row.drop, row.drop_high)
     return None
 
 
 def recommend(
-    rows: list[Row], max_drop: float = 1.0, point_estimate: bool = False
+    rows: list[Row], max_drop: float = 1.0, *, point_estimate: bool = False
 ) -> Recommendation:
     """The first speed group holding an artifact whose drop's upper confidence bound is within
     ``max_drop`` points, on the first device (in run order) that has eligible rows and, of its
@@ -264,7 +264,7 @@ def recommend(
     for row in rows:
         if row.kind != "artifact" or row.status == "unavailable":
             continue  # unavailable devices are listed once, in their own section
-        why = _why_not(row, max_drop, point_estimate)
+        why = _why_not(row, max_drop, point_estimate=point_estimate)
         if why:
             reasons.append((row.label, why))
         else:
@@ -318,12 +318,16 @@ def recommend(
 
 
 def recommend_each(
-    rows: list[Row], max_drop: float = 1.0, point_estimate: bool = False
+    rows: list[Row], max_drop: float = 1.0, *, point_estimate: bool = False
 ) -> dict[str, Recommendation]:
     """One recommendation per model of the run, in run order: a model's artifacts only ever
     compete with its own baseline and with each other."""
     models = list(dict.fromkeys(row.model or "" for row in rows))
     return {
-        model: recommend([r for r in rows if (r.model or "") == model], max_drop, point_estimate)
+        model: recommend(
+            [r for r in rows if (r.model or "") == model],
+            max_drop,
+            point_estimate=point_estimate,
+        )
         for model in models
     }

@@ -95,7 +95,7 @@ def export_all(
             if timings is not None:
                 # a copy from the export cache takes no converter time: said beside the time
                 reused = artifact is not None and artifact.manifest.reused is not None
-                timings.append(export_timing(config.model, target, recipe, started, reused))
+                timings.append(export_timing(config.model, target, recipe, started, reused=reused))
             if artifact is not None:
                 exported.append(artifact)
             if failed is not None:
@@ -114,7 +114,7 @@ def export_failed(failed: Row, config: RunConfig) -> list[Row]:
 
 
 def export_timing(
-    model: str, target: str, recipe: str, started: float, reused: bool = False
+    model: str, target: str, recipe: str, started: float, *, reused: bool = False
 ) -> dict[str, Any]:
     """One export's own time and where it ran (``run["phases"]["exports"]``)."""
     return {

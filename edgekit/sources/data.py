@@ -127,7 +127,7 @@ def check_labels(spec: str, labels: np.ndarray, names: tuple[str, ...], pre: Pre
         )
 
 
-def check_images(spec: str, images: np.ndarray, pre: Preprocess, quiet: bool = False) -> None:
+def check_images(spec: str, images: np.ndarray, pre: Preprocess, *, quiet: bool = False) -> None:
     """(N, H, W, C) images against the model: NaN/inf is an error naming the data; a channel
     count that cannot be converted is an error; a resize or a grey/RGB conversion is a warning
     (built-in datasets are resized by design and stay quiet)."""

@@ -45,7 +45,7 @@ class Logits(torch.nn.Module):
     ``flip_channels``: the model takes BGR (``do_flip_channel_order``); the flip is part of the
     graph, so the artifact takes RGB like every other."""
 
-    def __init__(self, model: torch.nn.Module, flip_channels: bool = False) -> None:
+    def __init__(self, model: torch.nn.Module, *, flip_channels: bool = False) -> None:
         super().__init__()
         self.model = model
         self.flip_channels = flip_channels
@@ -73,7 +73,7 @@ def _accepts(model: torch.nn.Module, name: str) -> bool:
 
 
 def as_classifier(
-    model: torch.nn.Module, declared: dict[str, Any], spec: str, quiet: bool = False
+    model: torch.nn.Module, declared: dict[str, Any], spec: str, *, quiet: bool = False
 ) -> tuple[Logits, list[str]]:
     """A factory's transformers model as edgekit's classifier, with its ``edgekit_preprocess``
     (``declared`` wins) completed from its config; the notes say what was taken from where."""
@@ -97,7 +97,7 @@ def as_classifier(
             "without normalisation (set edgekit_preprocess, or pass its save_pretrained folder)"
         )
     wrapped.edgekit_preprocess = facts  # what models reads from any factory's module
-    _say(notes, quiet)
+    _say(notes, quiet=quiet)
     return wrapped, notes
 
 
@@ -138,7 +138,7 @@ def _config_shape(config: PretrainedConfig | None) -> tuple[int, int, int] | Non
 
 
 def load_folder(
-    folder: Path, input_shape: tuple[int, int, int] | None = None, quiet: bool = False
+    folder: Path, input_shape: tuple[int, int, int] | None = None, *, quiet: bool = False
 ) -> SourceModel:
     """A ``save_pretrained`` folder as the source model (see the module docstring)."""
     if not (folder / "config.json").is_file():
@@ -165,7 +165,7 @@ def load_folder(
     wrapped = Logits(model, flip_channels=flip).eval()
     with quiet_user_code():
         _probe(wrapped, shape, len(pre["class_names"]), folder)
-    _say(notes, quiet)
+    _say(notes, quiet=quiet)
     options = {} if input_shape is None else {"input_shape": list(input_shape)}
     return SourceModel(
         folder.resolve().name, "torch", wrapped, noted(preprocess, model, notes),
@@ -380,7 +380,7 @@ def _probe(model: Logits, shape: tuple[int, int, int], classes: int, folder: Pat
         )
 
 
-def _say(notes: list[str], quiet: bool) -> None:
+def _say(notes: list[str], *, quiet: bool) -> None:
     if not quiet:
         for note in notes:
             log.warning(note)

@@ -74,7 +74,7 @@ def load_model(
     if loader is not None:
         return _load_model_file(path, loader, foreign, input_shape)
     if ":" in spec and not path.exists():
-        return _load_factory(spec, weights, input_shape, data, quiet)
+        return _load_factory(spec, weights, input_shape, data, quiet=quiet)
     if path.exists():
         raise UserInputError(
             f"{spec}: unknown model file type (expected .pt2, .keras, .onnx or a model folder)"
@@ -186,6 +186,7 @@ def _load_factory(
     weights: str | Path | None,
     input_shape: tuple[int, int, int] | None,
     data: str | None = None,
+    *,
     quiet: bool = False,
 ) -> SourceModel:
     import torch
@@ -212,7 +213,9 @@ def _load_factory(
         _load_state_dict(module, Path(weights))
     notes: list[str] = []
     if huggingface.takes_pixel_values(module):  # a transformers model: its ModelOutput's logits
-        module, notes = huggingface.as_classifier(module, _declared(module, spec), spec, quiet)
+        module, notes = huggingface.as_classifier(
+            module, _declared(module, spec), spec, quiet=quiet
+        )
     module.eval()
     input_shape, shape_notes = _shape_from_data(module, spec, input_shape, data)
     preprocess = _preprocess_from(module, input_shape, spec)
@@ -334,7 +337,7 @@ def _load_keras(path: Path) -> SourceModel:
     return SourceModel(path.stem, "keras", model, preprocess, digest, str(path))
 
 
-def load_zoo_model(name: str, quiet: bool = False) -> SourceModel:
+def load_zoo_model(name: str, *, quiet: bool = False) -> SourceModel:
     """Build a zoo model; trained entries load the weights that ship with edgekit (the same
     on every machine: see ``edgekit.sources.weights``)."""
     entry = zoo.ZOO[name]
@@ -347,7 +350,7 @@ def load_zoo_model(name: str, quiet: bool = False) -> SourceModel:
     return SourceModel(name, "torch", module, entry.preprocess, torch_digest(module), f"zoo:{name}")
 
 
-def reload_model(info: dict[str, Any], quiet: bool = True) -> SourceModel:
+def reload_model(info: dict[str, Any], *, quiet: bool = True) -> SourceModel:
     """The source model a manifest or request describes (spec + its load options)."""
     options = info.get("load_options") or {}
     shape = options.get("input_shape")

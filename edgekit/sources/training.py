@@ -95,7 +95,7 @@ def cache_key(entry: ZooEntry, recipe: TrainingRecipe, data_digest: str) -> str:
 
 
 def trained_state_dict(
-    entry: ZooEntry, recipe: TrainingRecipe = DEFAULT_RECIPE, quiet: bool = False
+    entry: ZooEntry, recipe: TrainingRecipe = DEFAULT_RECIPE, *, quiet: bool = False
 ) -> dict:
     """Cached weights for ``entry``; trains them (and caches them atomically) on a miss."""
     import torch
@@ -119,6 +119,7 @@ def train_in_child(
     entry: ZooEntry,
     recipe: TrainingRecipe,
     destination: Path,
+    *,
     quiet: bool = True,
     host_env: dict[str, str] | None = None,
     pinned: bool = True,
@@ -151,6 +152,7 @@ def train_in_child(
 def train_module(
     entry: ZooEntry,
     recipe: TrainingRecipe,
+    *,
     host_env: dict[str, str] | None = None,
     pinned: bool = True,
 ) -> Any:
@@ -167,13 +169,13 @@ def train_module(
 
 
 def _train(
-    module: Any, x: np.ndarray, y: np.ndarray, recipe: TrainingRecipe, quiet: bool, pinned: bool
-) -> None:
+    module: Any, x: np.ndarray, y: np.ndarray, recipe: TrainingRecipe, quiet: bool, pinned: bool  # noqa: FBT001 (cache key: the code of _train)
+) -> None:  # fmt: skip
     import torch
     from torch import nn
 
     torch.set_num_threads(1)  # the reduction order, hence the weights, depend on the thread count
-    torch.use_deterministic_algorithms(True)
+    torch.use_deterministic_algorithms(True)  # noqa: FBT003 (cache key: the code of _train)
     if pinned:
         torch.backends.mkldnn.enabled = False
         torch.backends.nnpack.set_flags(False)

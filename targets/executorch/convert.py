@@ -60,7 +60,7 @@ def prepare_module(request: ExportRequest, example: np.ndarray) -> tuple[Any, di
         calibration = example
     if request.keep_float:
         check_keep_float(request, module, example)
-    quantizer = xnnpack_quantizer(dynamic, request.keep_float)
+    quantizer = xnnpack_quantizer(dynamic=dynamic, keep_float=request.keep_float)
     activations = (
         "dynamic per-tensor int8 activations (scale chosen at run time)"
         if dynamic
@@ -116,7 +116,7 @@ def _inside(module: str, path: str) -> bool:
     return module == path or module.startswith(path + ".")
 
 
-def xnnpack_quantizer(dynamic: bool, keep_float: tuple[str, ...]) -> Any:
+def xnnpack_quantizer(*, dynamic: bool, keep_float: tuple[str, ...]) -> Any:
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
         get_symmetric_quantization_config,

@@ -34,8 +34,8 @@ def coverage(path: Path, manifest: Manifest, census: Census) -> Coverage:
     """What runs inside XNNPACK and what on the portable kernels, from the file's census."""
     found = census
 
-    def words(census: Census, quantized: bool) -> list[str]:
-        return summary(census) + _details_note(manifest, quantized)
+    def words(census: Census, quantized: bool) -> list[str]:  # noqa: FBT001 (coverage_of calls it positionally)
+        return summary(census) + _details_note(manifest, quantized=quantized)
 
     return coverage_of(
         found,
@@ -119,7 +119,7 @@ def summary(census: Census) -> list[str]:
     return lines
 
 
-def _details_note(manifest: Manifest, quantized: bool) -> list[str]:
+def _details_note(manifest: Manifest, *, quantized: bool) -> list[str]:
     """Export-time counts from the manifest (the file does not keep the torch graph)."""
     details = manifest.details
     if "delegated_nodes" not in details:

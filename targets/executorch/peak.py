@@ -37,7 +37,7 @@ def _export_fp16_linear(size: int) -> bytes:
     return bytes(program.buffer)
 
 
-def _fp16_program(size: int, rebuild: bool = False) -> bytes:
+def _fp16_program(size: int, *, rebuild: bool = False) -> bytes:
     """The exported program, kept in the cache: exporting costs seconds (and importing
     torch.export more), and each new thread count or machine would pay it again."""
     version = metadata.version(PACKAGE)

@@ -56,7 +56,7 @@ def without_graph_dumps() -> Iterator[None]:
             os.dup2(saved[1], 2)
             for fd in saved:
                 os.close(fd)
-            torch._C._jit_set_onnx_log_enabled(False)  # and it never turns the log off
+            torch._C._jit_set_onnx_log_enabled(False)  # and it never turns the log off  # noqa: FBT003
 
 
 def export_fp32(source: SourceModel, path: Path) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import re
 from edgekit.targets.base import OfficialRunner
 
 
-def command(runner: str, model: str, threads: int, runs: int, gpu: bool) -> list[str]:
+def command(runner: str, model: str, threads: int, runs: int, gpu: bool) -> list[str]:  # noqa: FBT001 (OfficialRunner.command is called positionally)
     return [runner, "-m", "times", "-r", str(runs), "-x", str(threads), "-I", model]
 
 

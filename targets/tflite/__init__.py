@@ -117,7 +117,7 @@ class TFLiteTarget(Target):
         output = Path(request.output)
         output.parent.mkdir(parents=True, exist_ok=True)
         with temporary_directory(".tflite-", output.parent) as scratch:
-            converted = self._convert(request, scratch, torch_source)
+            converted = self._convert(request, scratch, torch_source=torch_source)
             os.replace(converted.file, output)
         inputs, outputs = tensor_specs(make_interpreter(output, xnnpack=False), converted.layout)
         ops = graph_ops(output)
@@ -125,7 +125,7 @@ class TFLiteTarget(Target):
         converted.details["ops"] = len(ops)
         return ExportInfo(inputs[0], outputs[0], converted.details, converted.warnings)
 
-    def _convert(self, request: ExportRequest, scratch: Path, torch_source: bool) -> Any:
+    def _convert(self, request: ExportRequest, scratch: Path, *, torch_source: bool) -> Any:
         if torch_source:
             from edgekit.targets.tflite.convert_torch import TorchConverter as Converter
         else:

@@ -69,7 +69,7 @@ def census(path: Path, manifest: Manifest | None = None) -> Census:
         replaced, partitions = delegated_nodes(make_interpreter(Path(path), xnnpack=True))
     except Exception as exc:  # a file the interpreter refuses: no delegation to report
         raise UserInputError(f"{path}: LiteRT cannot load it ({first_line(exc)})") from None
-    ops = [graph.op(index, index in replaced) for index in range(graph.count)]
+    ops = [graph.op(index, delegated=index in replaced) for index in range(graph.count)]
     notes = [
         f"read from the flatbuffer ({graph.count} ops, subgraph 0); XNNPACK took "
         f"{len(replaced)} in {partitions} partition(s)",
@@ -189,7 +189,7 @@ class _Graph:
         name = (t.Name() or b"").decode()
         return TensorSpec(name, self.shape(tensor), self.dtype(tensor), "", params)
 
-    def op(self, index: int, delegated: bool) -> CensusOp:
+    def op(self, index: int, *, delegated: bool) -> CensusOp:
         name = self.op_names[index]
         ins, outs = self._ins(index), self._outs(index)
         tensor_name = (self.graph.Tensors(outs[0]).Name() or b"").decode() if outs else ""

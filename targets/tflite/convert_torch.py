@@ -89,7 +89,7 @@ class TorchConverter:
             )
             return converted
 
-    def _convert(self, channel_last: bool) -> Converted:
+    def _convert(self, *, channel_last: bool) -> Converted:
         import litert_torch
 
         request = self.request

@@ -18,7 +18,7 @@ def coverage(path: Path, manifest: Manifest, census: Census) -> Coverage:
     return coverage_of(census, manifest, summary, transpose=lambda op: op.op == "TRANSPOSE")
 
 
-def summary(census: Census, quantized: bool) -> list[str]:
+def summary(census: Census, quantized: bool) -> list[str]:  # noqa: FBT001 (coverage_of calls it positionally)
     ops = census.ops
     partitions = census.facts.get("partitions", 0)
     lines = [f"{sum(op.fast for op in ops)}/{len(ops)} ops in {partitions} XNNPACK partition(s)"]

@@ -42,7 +42,7 @@ def _version(package: str) -> str:
         return "?"
 
 
-def make_interpreter(path: Path, threads: int = 1, xnnpack: bool = True) -> Any:
+def make_interpreter(path: Path, threads: int = 1, *, xnnpack: bool = True) -> Any:
     """An allocated Interpreter; with ``xnnpack`` its default resolver applies XNNPACK."""
     module, _ = _interpreter_module()
     resolver = (
@@ -132,7 +132,7 @@ def _checked_specs(manifest: Manifest, interpreter: Any) -> tuple[TensorSpec, Te
 class InterpreterSession(Session):
     """LiteRT Interpreter on the CPU: XNNPACK (default delegate) or the builtin kernels."""
 
-    def __init__(self, path: Path, manifest: Manifest, threads: int, xnnpack: bool):
+    def __init__(self, path: Path, manifest: Manifest, threads: int, *, xnnpack: bool):
         _, runtime = _interpreter_module()
         self._interpreter = make_interpreter(path, threads=threads, xnnpack=xnnpack)
         self._input_spec, self._output_spec = _checked_specs(manifest, self._interpreter)
@@ -202,7 +202,7 @@ class CompiledModelSession(Session):
     or on the CPU alone (``gpu=False``) with XNNPACK's kernels (ai-edge-litert's ``CpuOptions``;
     its ``enable_ynnpack`` is refused by the 2.3.0 wheel on x86-64, so edgekit leaves it out)."""
 
-    def __init__(self, path: Path, manifest: Manifest, threads: int, gpu: bool = True):
+    def __init__(self, path: Path, manifest: Manifest, threads: int, *, gpu: bool = True):
         try:
             from ai_edge_litert.compiled_model import CompiledModel
             from ai_edge_litert.cpu_kernel_mode import CpuKernelMode
@@ -278,6 +278,7 @@ def open_session(
     manifest: Manifest,
     accelerator: Accelerator = Accelerator.CPU,
     threads: int = 1,
+    *,
     xnnpack: bool = True,
     api: str = "interpreter",
 ) -> Session:
@@ -288,4 +289,4 @@ def open_session(
         return CompiledModelSession(Path(path), manifest, threads)
     if api == "compiled_model" and xnnpack:
         return CompiledModelSession(Path(path), manifest, threads, gpu=False)
-    return InterpreterSession(Path(path), manifest, threads, xnnpack)
+    return InterpreterSession(Path(path), manifest, threads, xnnpack=xnnpack)

@@ -119,7 +119,7 @@ class Arm64EmuDevice(Device):
         return {k: v for k, v in self.settings.items() if k in accepted and k != "cpu"}
 
     def predict(
-        self, artifact: Artifact, x: np.ndarray, threads: int = 1, emulated: bool = True
+        self, artifact: Artifact, x: np.ndarray, threads: int = 1, *, emulated: bool = True
     ) -> tuple[np.ndarray, dict]:
         """``emulated=False`` runs the same guest tree on the host's Python (tests use it to
         prove the guest stages exactly as the host sessions do)."""
@@ -196,4 +196,6 @@ class Arm64EmuDevice(Device):
     def setup(self, progress: Callable[[str], None], **options: Any) -> None:
         from edgekit.devices.arm64_emu.setup import setup_device
 
-        setup_device(self.settings.get("cpu"), bool(options.get("with_pte")), progress)
+        setup_device(
+            self.settings.get("cpu"), with_pte=bool(options.get("with_pte")), progress=progress
+        )

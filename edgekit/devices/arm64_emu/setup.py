@@ -287,7 +287,7 @@ PTE_CHECK = (
 
 
 def setup_device(
-    cpu: str | None = None, with_pte: bool = False, progress: Progress | None = print
+    cpu: str | None = None, *, with_pte: bool = False, progress: Progress | None = print
 ) -> Path:
     """Build the emulated ARM64 device into ``cache_dir()/"arm64-emu"`` (idempotent: finished
     steps are kept) and check it runs on ``cpu``; ``with_pte`` adds the ExecuTorch userland.
