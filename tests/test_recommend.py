@@ -296,6 +296,15 @@ def test_rows_of_another_thread_count_lose_on_their_p50_and_say_they_were_not_in
     assert advice.reasons == [(two.label, "slower: p50 0.600 ms vs 0.300 ms (not interleaved)")]
 
 
+def test_a_row_of_another_pool_with_the_same_thread_count_loses_on_its_p50_not_a_ratio():
+    # a resumed run's pool beside the first: the same device and threads, no shared rounds
+    first = measured_row("onnx", "int8", [0.3] * 5, 0.1, 0.5)
+    resumed = measured_row("tflite", "int8", [0.6] * 5, 0.1, 0.5)
+    advice = recommend([resumed, first], max_drop=1.0)
+    assert advice.best is first
+    assert advice.reasons == [(resumed.label, "slower: p50 0.600 ms vs 0.300 ms (not interleaved)")]
+
+
 def test_only_disturbed_rows_of_the_winners_device_are_warned_about():
     cpu = measured_row("onnx", "int8", [0.3] * 5, 0.1, 0.5)
     gpu = measured_row("tflite", "fp16", [0.1] * 5, 0.0, 0.2, device="gpu", disturbed=True)

@@ -295,12 +295,13 @@ def recommend(
             continue
         if _among(row, ties):
             reasons.append((row.label, f"same speed group; lost on drop {row.drop:+.2f} or size"))
-        elif row.threads != threads:
+        elif row.threads != threads or (ratio := latency_ratio(row, best)) is None:
+            # another thread count, or a row of another pool (a resumed run's): no shared rounds
             reasons.append(
                 (row.label, f"slower: p50 {row.p50:.3f} ms vs {best.p50:.3f} ms (not interleaved)")
             )
         else:
-            value, (low, high) = latency_ratio(row, best)
+            value, (low, high) = ratio
             reasons.append((row.label, f"slower: {value:.2f}x [{low:.2f}, {high:.2f}] its p50"))
     for row in others:
         reasons.append((row.label, f"other device ({row.device}): see its own rows"))
