@@ -24,6 +24,7 @@ from edgekit.sources.source import SourceModel
 from edgekit.targets import add_target, register
 from edgekit.targets.census import Census
 from edgekit.targets.knobs import Knob
+from edgekit.targets.layermap import LayerErrors
 from edgekit.targets.manifest import Manifest
 from edgekit.targets.profiling import OpTimes
 from edgekit.targets.session import Accelerator, Session, TensorSpec
@@ -68,15 +69,6 @@ class ExportInfo:
     output: TensorSpec
     details: dict[str, Any] = field(default_factory=dict)  # exporter, opset, converter options
     warnings: list[str] = field(default_factory=list)
-
-
-@dataclass
-class LayerErrors:
-    """A target's own per-layer int8 error (quantize-debug's cross-check column), by layer."""
-
-    tool: str  # the target's tool the figures come from
-    db: dict[str, float]  # layer (torch module path) -> SQNR in dB
-    missing: dict[str, str] = field(default_factory=dict)  # layer without a figure -> why
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ one of them prints is one the others take, or they all say the same reason why n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,11 +36,36 @@ class LayerMap:
     def missing(self) -> list[str]:
         return [layer for layer in self.layers if not self.ops[layer]]
 
-    def layer_of_op(self, index: int) -> str | None:
-        return next((layer for layer, ops in self.ops.items() if index in ops), None)
-
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target, "ops": dict(self.ops), "reasons": dict(self.reasons)}
+
+
+@dataclass
+class LayerErrors:
+    """A target's own per-layer int8 error (quantize-debug's cross-check column), by layer."""
+
+    tool: str  # the target's tool the figures come from
+    db: dict[str, float]  # layer (torch module path) -> SQNR in dB
+    missing: dict[str, str] = field(default_factory=dict)  # layer without a figure -> why
+
+
+def layer_errors_of(
+    figures: Iterable[tuple[str | None, float | None]],
+    layers: Sequence[str],
+    modules: Sequence[str | None],
+    *,
+    target: str,
+    tool: str,
+) -> LayerErrors:
+    """Each layer's figure from a tool's (module path, dB) pairs in execution order (a layer's
+    last tensor wins: its output is the layer's), and why each layer without one has none
+    (``modules``: every op's module path). The tail every target's layer_errors shares."""
+    per_layer: dict[str, float] = {}
+    for module, figure in figures:
+        layer = layer_of(module, list(layers)) if module else None
+        if layer and figure is not None:
+            per_layer[layer] = figure
+    return LayerErrors(tool, per_layer, missing_figures(layers, modules, per_layer, target, tool))
 
 
 def map_layers(layers: Sequence[str], census: Census) -> LayerMap:

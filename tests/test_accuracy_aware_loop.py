@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from measured_rows import read_back
 
+from edgekit.common.budget import DropBudget
 from edgekit.errors import UserInputError
 from edgekit.export import accuracy_aware
 from edgekit.export.accuracy_aware import Step, _choose, export_accuracy_aware
@@ -72,10 +73,8 @@ def loop(monkeypatch, tmp_path):
             return {"split": "evaluation", "samples": 12, "top1": 0.9, "drop_points": drop,
                     "drop_ci": [drop - 0.5, drop + 0.5], "agreement": 0.95}  # fmt: skip
 
-        def promote(
-            artifact, out_dir, steps, chosen, *, max_drop, evaluation, within, point_estimate
-        ):
-            seen.promoted = (artifact.index, chosen, within, point_estimate)
+        def promote(artifact, out_dir, steps, chosen, *, budget, evaluation, within):
+            seen.promoted = (artifact.index, chosen, within, not budget.on_upper_bound)
             return artifact
 
         monkeypatch.setattr(accuracy_aware, "_export_step", export_step)
@@ -210,19 +209,21 @@ def test_a_model_that_is_not_torch_is_refused(tmp_path):
 def test_the_kept_step_is_the_first_within_budget_that_passed_validation():
     steps = [_step(0, [], [], 2.0), _step(1, [], [], 0.3, validated=False), _step(2, [], [], 0.4),
              _step(3, [], [], 0.1)]  # fmt: skip
-    assert _choose(steps, 1.0, point_estimate=False) == 2
-    assert _choose(steps, 0.9, point_estimate=False) == 2  # 0.4's upper bound 0.9 is at it
-    assert _choose(steps, 0.35, point_estimate=True) == 3
+    assert _choose(steps, DropBudget.of(1.0, point_estimate=False)) == 2
+    assert (
+        _choose(steps, DropBudget.of(0.9, point_estimate=False)) == 2
+    )  # 0.4's upper bound 0.9 is at it
+    assert _choose(steps, DropBudget.of(0.35, point_estimate=True)) == 3
     # a drop whose interval starts within budget but ends over it is not within
     straddling = [_step(0, [], [], 0.8), _step(1, [], [], 0.2)]  # [0.3, 1.3], then [-0.3, 0.7]
-    assert _choose(straddling, 1.0, point_estimate=False) == 1
+    assert _choose(straddling, DropBudget.of(1.0, point_estimate=False)) == 1
 
 
 def test_with_no_step_within_budget_the_smallest_upper_bound_that_passed_validation_is_kept():
     steps = [_step(0, [], [], 3.0), _step(1, [], [], 1.5, validated=False), _step(2, [], [], 2.0)]
-    assert _choose(steps, 0.5, point_estimate=False) == 2
+    assert _choose(steps, DropBudget.of(0.5, point_estimate=False)) == 2
     unvalidated = [_step(0, [], [], 3.0, validated=False), _step(1, [], [], 2.0, validated=False)]
-    assert _choose(unvalidated, 0.5, point_estimate=False) == 1
+    assert _choose(unvalidated, DropBudget.of(0.5, point_estimate=False)) == 1
     wide, narrow = _step(0, [], [], 2.0), _step(1, [], [], 3.0)
     wide.drop_ci, narrow.drop_ci = [0.0, 4.0], [2.9, 3.1]  # the upper bound decides, not the drop
-    assert _choose([wide, narrow], 0.5, point_estimate=False) == 1
+    assert _choose([wide, narrow], DropBudget.of(0.5, point_estimate=False)) == 1

@@ -333,3 +333,14 @@ def test_a_block_is_one_run_of_the_runner(stand_in_adb, export_digits):
         timer.close()
     assert block.samples_ms is None and block.median_ms == pytest.approx(0.298)
     assert "--num_runs=25" in timer.runtime["command"]
+
+
+def test_a_pool_asks_a_device_once_per_artifact_whether_it_can_run_it(export_digits):
+    # the pool, then evaluate and bench: one answer (a phone's check is an adb round trip)
+    from edgekit.devices import get_device
+
+    device, asked = get_device("android"), []
+    device.unavailable_reason = lambda artifact: asked.append(artifact.path) or "no phone"
+    artifact = export_digits("tflite", "fp32")
+    assert device.why_unavailable(artifact) == device.why_unavailable(artifact) == "no phone"
+    assert asked == [artifact.path]

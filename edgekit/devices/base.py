@@ -78,6 +78,17 @@ class Device:
         an absent device it was not asked for by name, and refuses one it was."""
         return None
 
+    def why_unavailable(self, artifact: Artifact) -> str | None:
+        """``unavailable_reason``, asked once per artifact file of this device object: a pool
+        asks before it evaluates and times its artifacts, and both then reuse the answer (a
+        phone's is an adb round trip)."""
+        # kept on the object itself: a plugin's __init__ may not call this class's
+        asked = self.__dict__.setdefault("_unavailable", {})
+        key = str(artifact.path)
+        if key not in asked:
+            asked[key] = self.unavailable_reason(artifact)
+        return asked[key]
+
     def unavailable_reason(self, artifact: Artifact) -> str | None:
         """None when this device can run ``artifact`` here, else why not (one line)."""
         return None

@@ -55,10 +55,6 @@ class AccuracyAwareResult:
         return self.artifact.manifest.keep_float
 
 
-def _over(drop: float, high: float, budget: float, *, point_estimate: bool) -> bool:
-    return DropBudget.of(budget, point_estimate=point_estimate).over(drop, high)
-
-
 def export_accuracy_aware(
     source: SourceModel,
     dataset: Dataset,
@@ -85,6 +81,7 @@ def export_accuracy_aware(
 
     if max_drop < 0:
         raise UserInputError(f"--max-drop must be >= 0 points, got {max_drop}")
+    budget = DropBudget.of(max_drop, point_estimate=point_estimate)
     if source.framework != "torch":
         raise UserInputError(
             f"--max-drop: {source.name} is a {source.framework} model; float islands are chosen "
@@ -132,28 +129,21 @@ def export_accuracy_aware(
             )
             steps.append(step)
             artifacts.append(artifact)
-            over = _over(step.drop_points, step.drop_ci[1], max_drop, point_estimate=point_estimate)
-            if not over and step.validation_passed:
+            if not budget.over(step.drop_points, step.drop_ci[1]) and step.validation_passed:
                 break
         if bench:
             _bench_steps(steps, artifacts, selection, bench_protocol, bench_guard)
-        chosen = _choose(steps, max_drop, point_estimate=point_estimate)
+        chosen = _choose(steps, budget)
         evaluation = _evaluate(artifacts[chosen], source, dataset)
-        within = not _over(
-            evaluation["drop_points"],
-            evaluation["drop_ci"][1],
-            max_drop,
-            point_estimate=point_estimate,
-        )
+        within = not budget.over(evaluation["drop_points"], evaluation["drop_ci"][1])
         final = _promote(
             artifacts[chosen],
             Path(out_dir),
             steps,
             chosen,
-            max_drop=max_drop,
+            budget=budget,
             evaluation=evaluation,
             within=within,
-            point_estimate=point_estimate,
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -269,11 +259,10 @@ def _bench_steps(
             step.ratio_to_first, step.ratio_ci = ratio, [low, high]
 
 
-def _choose(steps: list[Step], max_drop: float, *, point_estimate: bool) -> int:
+def _choose(steps: list[Step], budget: DropBudget) -> int:
     """The first step within budget that passed validation, else the smallest drop."""
     for step in steps:
-        over = _over(step.drop_points, step.drop_ci[1], max_drop, point_estimate=point_estimate)
-        if not over and step.validation_passed:
+        if not budget.over(step.drop_points, step.drop_ci[1]) and step.validation_passed:
             return step.step
     return min(steps, key=lambda s: (not s.validation_passed, s.drop_ci[1])).step
 
@@ -299,16 +288,15 @@ def _promote(
     steps: list[Step],
     chosen: int,
     *,
-    max_drop: float,
+    budget: DropBudget,
     evaluation: dict[str, Any],
     within: bool,
-    point_estimate: bool,
 ) -> Artifact:
     """Move the chosen step's file beside the others and record the loop in its manifest."""
     destination = out_dir / artifact.path.name
     loop = {
-        "max_drop_points": max_drop,
-        "rule": DropBudget.of(max_drop, point_estimate=point_estimate).rule,
+        "max_drop_points": budget.points,
+        "rule": budget.rule,
         "within_budget": within,
         "chosen_step": chosen,
         "selection_split": "calibration half, images calibration did not draw",

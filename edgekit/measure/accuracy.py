@@ -179,10 +179,10 @@ def evaluate_artifact(
             f"{artifact.manifest.not_a_classifier} (edgekit bench still measures "
             "its latency)"
         )
-    where = as_device(device)
-    reason = where.unavailable_reason(artifact)
+    device = as_device(device)
+    reason = device.why_unavailable(artifact)
     if reason:
-        raise DeviceUnavailable(f"{artifact.path.name} on {where.name}: {reason}")
+        raise DeviceUnavailable(f"{artifact.path.name} on {device.name}: {reason}")
     if artifact.foreign:
         source = None
     elif source is None or source.digest != getattr(artifact.manifest.source, "digest", None):
@@ -197,7 +197,7 @@ def evaluate_artifact(
         )
     split = dataset.evaluation
     x, y = (split.x, split.y) if limit is None else (split.x[:limit], split.y[:limit])
-    outputs, runtime = where.predict(artifact, x, threads)
+    outputs, runtime = device.predict(artifact, x, threads)
     if source is None:
         figures = labels_only(outputs, y, dataset.class_names)
     else:
@@ -206,17 +206,17 @@ def evaluate_artifact(
             outputs, reference, y, dataset.class_names, confidence, images=x
         )
     versus = None
-    if where.traits(runtime).compare_to_host:
+    if device.traits(runtime).compare_to_host:
         if host_logits is None:
-            host_logits, reference = where.host_reference(artifact, x, threads)
+            host_logits, reference = device.host_reference(artifact, x, threads)
         else:
             reference = "given by the caller"
         versus = dict(device_vs_host(outputs, np.asarray(host_logits)), reference=reference)
         versus["kernels"] = str(runtime.get("kernels", ""))
     return AccuracyRecord(
         artifact=str(artifact.path),
-        label=artifact.label + where.label_suffix(runtime),
-        device=where.name,
+        label=artifact.label + device.label_suffix(runtime),
+        device=device.name,
         dataset=dataset.name,
         **figures,
         runtime=runtime,

@@ -82,8 +82,8 @@ def session_memory(record: LatencyRecord, figures: dict[str, Any] | None) -> dic
 def baseline_record(timer: BlockTimer | None, threads: int, model: str | None) -> LatencyRecord:
     record = LatencyRecord(BASELINE_LABEL, "baseline", threads, "failed", model=model)
     if timer is not None:
-        where = str(timer.runtime.get("device", ""))
-        record.device = "cuda" if where.startswith("CUDA") else DEFAULT_DEVICE
+        runtime_device = str(timer.runtime.get("device", ""))
+        record.device = "cuda" if runtime_device.startswith("CUDA") else DEFAULT_DEVICE
     return record
 
 
@@ -152,24 +152,24 @@ def bench_artifacts(
     two-level fit (``latency_fit``), from which any two of them compare. Returns the artifacts'
     records, then the baselines'."""
     protocol, guard = protocol or LatencyProtocol(), guard or NoiseGuard()
-    where = as_device(device)
+    device = as_device(device)
     loaded = [as_artifact(a) for a in artifacts]
-    records = [LatencyRecord.for_artifact(a, where.name, threads) for a in loaded]
+    records = [LatencyRecord.for_artifact(a, device.name, threads) for a in loaded]
     timers, timed = [], []
     try:
         for artifact, record in zip(loaded, records, strict=True):
-            reason = where.unavailable_reason(artifact)
+            reason = device.why_unavailable(artifact)
             if reason:
                 record.status, record.error = "unavailable", reason
                 continue
             try:
-                timers.append(where.timer(artifact, threads, sample, protocol, timeout_s))
+                timers.append(device.timer(artifact, threads, sample, protocol, timeout_s))
             except EdgekitError as exc:
                 record.error = str(exc)
                 record.runtime["error_type"] = type(exc).__name__
                 continue
             timed.append(record)
-        baselines = _baselines(loaded, where, threads, sample=sample, protocol=protocol,
+        baselines = _baselines(loaded, device, threads, sample=sample, protocol=protocol,
                                timeout_s=timeout_s, wanted=baseline)  # fmt: skip
         for timer, record in baselines.values():
             if timer is not None:
@@ -183,12 +183,12 @@ def bench_artifacts(
     finally:
         for timer in timers:
             timer.close()
-    traits_of = where.traits
+    traits_of = device.traits
     for artifact, record in zip(loaded, records, strict=True):
         record.traits = traits_of(record.runtime).to_dict()
         if record.status == "ok":
             record.tuned_p50 = tuned_p50(
-                artifact.manifest, where.name, threads, record.stats["p50_ms"]
+                artifact.manifest, device.name, threads, record.stats["p50_ms"]
             )
     extra = [record for _, record in baselines.values()]
     for record in extra:
@@ -212,7 +212,7 @@ def _source_key(artifact: Artifact) -> str | None:
 
 def _baselines(
     loaded: list[Artifact],
-    where: Device,
+    device: Device,
     threads: int,
     *,
     sample: np.ndarray | None,
@@ -225,8 +225,8 @@ def _baselines(
     # a server pool interleaves the baseline too: torch on the same node's CUDA GPU
     if (
         not wanted
-        or where.traits().where not in ("host", "server")
-        or not where.traits().latency_comparable
+        or device.traits().where not in ("host", "server")
+        or not device.traits().latency_comparable
     ):
         return {}
     baselines: dict[str, tuple[BlockTimer | None, LatencyRecord]] = {}

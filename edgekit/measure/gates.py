@@ -215,9 +215,9 @@ def latency_regression(
             f"{old.path}: its input {list(_input_shape(old))} is not the candidate's "
             f"{list(_input_shape(new))}: a latency ratio of different inputs means nothing"
         )
-    where = as_device(device)
-    if not where.traits().latency_comparable:
-        raise UserInputError(f"--device {where.name}: its latency is not comparable")
+    device = as_device(device)
+    if not device.traits().latency_comparable:
+        raise UserInputError(f"--device {device.name}: its latency is not comparable")
     # two sessions at least: a process's own landing is what one session cannot see
     protocol = protocol or LatencyProtocol()
     protocol = replace(protocol, sessions=max(protocol.sessions, 2))
@@ -229,8 +229,8 @@ def latency_regression(
     try:
         for artifact, delay in sides:
             extra = {"synthetic_delay_ms": delay} if delay else {}
-            timers.append(where.timer(artifact, threads, None, protocol, 600.0, **extra))
-            records.append(LatencyRecord.for_artifact(artifact, where.name, threads))
+            timers.append(device.timer(artifact, threads, None, protocol, 600.0, **extra))
+            records.append(LatencyRecord.for_artifact(artifact, device.name, threads))
         result = measure_interleaved(
             timers,
             records,
@@ -264,7 +264,7 @@ def latency_regression(
     )
     return GateResult(
         artifact=str(new.path),
-        device=where.name,
+        device=device.name,
         gate="latency ratio, 95% interval",
         measured=high,
         bound=bound,

@@ -81,9 +81,8 @@ def prediction_gates(record: AccuracyRecord, bounds: PredictionBounds) -> list[G
             "another tool made); --fail-on-collapse needs none"
         )
     if bounds.max_class_drop is not None:
-        results.append(
-            _class_drop_gate(record, bounds.max_class_drop, point_estimate=bounds.point_estimate)
-        )
+        budget = DropBudget.of(bounds.max_class_drop, point_estimate=bounds.point_estimate)
+        results.append(_class_drop_gate(record, budget))
     if bounds.max_flips is not None:
         flips = record.flips
         limit = bounds.max_flips.limit(flips["samples"])
@@ -133,12 +132,11 @@ def prediction_gates(record: AccuracyRecord, bounds: PredictionBounds) -> list[G
     return results
 
 
-def _class_drop_gate(record: AccuracyRecord, points: float, *, point_estimate: bool) -> GateResult:
-    budget = DropBudget.of(points, point_estimate=point_estimate)
+def _class_drop_gate(record: AccuracyRecord, budget: DropBudget) -> GateResult:
     classes = record.per_class
     measured = [budget.measured(c["drop_points"], c["drop_ci"][1]) for c in classes]
     worst = max(range(len(classes)), key=measured.__getitem__)
-    over = [c for c, figure in zip(classes, measured, strict=True) if figure > points]
+    over = [c for c, figure in zip(classes, measured, strict=True) if figure > budget.points]
 
     def said(change: dict) -> str:
         low, high = change["drop_ci"]
@@ -156,7 +154,7 @@ def _class_drop_gate(record: AccuracyRecord, points: float, *, point_estimate: b
         device=record.device,
         gate=what,
         measured=measured[worst],
-        bound=points,
+        bound=budget.points,
         passed=not over,
         detail=detail,
     )

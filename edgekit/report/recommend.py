@@ -232,7 +232,7 @@ def _tally(reasons: list[tuple[str, str]]) -> str:
     return "; ".join(f"{count} row(s) {kind}" for kind, count in counts.items())
 
 
-def _why_not(row: Row, max_drop: float, *, point_estimate: bool) -> str | None:
+def _why_not(row: Row, budget: DropBudget) -> str | None:
     if row.status != "ok":
         return f"{row.status}: {row.error}"
     if not row.accuracy:
@@ -245,7 +245,6 @@ def _why_not(row: Row, max_drop: float, *, point_estimate: bool) -> str | None:
         return f"{row.traits.get('note') or 'its latency is not comparable'}"
     if row.traits.get("where") == "server":
         return "a server row: compared with the baseline, never with on-device rows"
-    budget = DropBudget.of(max_drop, point_estimate=point_estimate)
     if budget.over(row.drop, row.drop_high):
         return budget.why_over(row.drop, row.drop_high)
     return None
@@ -259,12 +258,13 @@ def recommend(
     thread counts, the pool whose fastest eligible row has the lowest p50; within the group,
     of the eligible rows not told apart from its fastest eligible one, the smaller drop, then
     the smaller file."""
+    budget = DropBudget.of(max_drop, point_estimate=point_estimate)
     reasons: list[tuple[str, str]] = []
     eligible: list[Row] = []
     for row in rows:
         if row.kind != "artifact" or row.status == "unavailable":
             continue  # unavailable devices are listed once, in their own section
-        why = _why_not(row, max_drop, point_estimate=point_estimate)
+        why = _why_not(row, budget)
         if why:
             reasons.append((row.label, why))
         else:

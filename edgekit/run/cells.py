@@ -172,7 +172,7 @@ def _pool_rows(
     rows: list[Row] = []
     runnable = []
     for artifact in exported:
-        reason = where.unavailable_reason(artifact)
+        reason = where.why_unavailable(artifact)
         if reason:
             for threads in config.threads:
                 rows.append(

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from edgekit.common.budget import DropBudget
 from edgekit.common.schema import matches, type_name
 from edgekit.devices import DEFAULT_DEVICES, parse_devices
 from edgekit.errors import UserInputError
@@ -103,6 +104,12 @@ class RunConfig:
             precision=self.precision,
             budget_s=self.bench_budget_s,
         )
+
+    @property
+    def budget(self) -> DropBudget:
+        """The accuracy budget of this run: ``max_drop`` points, held to the drop's upper bound
+        (or, ``point_estimate``, the drop)."""
+        return DropBudget.of(self.max_drop, point_estimate=self.point_estimate)
 
     def guard(self) -> NoiseGuard:
         """The noise guard of this run's timing (off with ``noise_guard = false``)."""

@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edgekit.common.quiet import quiet_python
-from edgekit.quantize.layers import layer_of
 from edgekit.targets.base import LayerErrors
 from edgekit.targets.census import clean_module_path
-from edgekit.targets.layermap import missing_figures
+from edgekit.targets.layermap import layer_errors_of
 
 if TYPE_CHECKING:
     from edgekit.sources.source import SourceModel
@@ -59,14 +58,12 @@ def layer_errors(source: SourceModel, x: np.ndarray, names: list[str], work: Pat
         results = compare_results(
             extract_results_from_loggers(reference), extract_results_from_loggers(actual)
         )
-    per_layer: dict[str, float] = {}
     modules = [_module(summary.ref_module_stack) for summary in results.values()]
-    for summary, module in zip(results.values(), modules, strict=True):  # a layer's last wins
-        layer = layer_of(module, names) if module else None
-        if layer:
-            per_layer[layer] = float(torch.stack([r.sqnr for r in summary.results]).mean())
-    missing = missing_figures(names, modules, per_layer, "executorch", TOOL)
-    return LayerErrors(TOOL, per_layer, missing)
+    figures = [
+        (module, float(torch.stack([r.sqnr for r in summary.results]).mean()))
+        for summary, module in zip(results.values(), modules, strict=True)
+    ]
+    return layer_errors_of(figures, names, modules, target="executorch", tool=TOOL)
 
 
 def _module(stack: object) -> str | None:

@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edgekit.common.quiet import quiet_python
-from edgekit.quantize.layers import layer_of
 from edgekit.targets.base import ExportRequest, LayerErrors
-from edgekit.targets.layermap import missing_figures
+from edgekit.targets.layermap import layer_errors_of
 from edgekit.targets.onnx.convert import INPUT_NAME, QUIET, export_fp32
 from edgekit.targets.onnx.names import node_modules
 from edgekit.targets.onnx.quantize import quantize_static_qdq
@@ -48,15 +47,11 @@ def layer_errors(source: SourceModel, x: np.ndarray, names: list[str], work: Pat
         errors = compute_activation_error(create_activation_matching(ints, floats))
     nodes = list(onnx.load(str(pre), load_external_data=False).graph.node)
     modules = node_modules(nodes)  # the census's mapping: a folded Relu is its conv's
-    producer_layer = {}
-    for node in nodes:
-        layer = layer_of(modules[id(node)], names)
-        for output in node.output:
-            producer_layer[output] = layer
-    per_layer: dict[str, float] = {}
-    for tensor, error in errors.items():  # graph order: a later tensor overrides
-        layer = producer_layer.get(tensor)
-        if layer and "xmodel_err" in error:
-            per_layer[layer] = float(error["xmodel_err"])
+    producer = {output: modules[id(node)] or None for node in nodes for output in node.output}
+    figures = [  # graph order
+        (producer.get(tensor), float(error["xmodel_err"]))
+        for tensor, error in errors.items()
+        if "xmodel_err" in error
+    ]
     known = [modules[id(node)] or None for node in nodes]
-    return LayerErrors(TOOL, per_layer, missing_figures(names, known, per_layer, "onnx", TOOL))
+    return layer_errors_of(figures, names, known, target="onnx", tool=TOOL)

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edgekit.common.quiet import quiet_native, quiet_python
-from edgekit.quantize.layers import layer_of
 from edgekit.targets.base import ExportRequest, LayerErrors
-from edgekit.targets.layermap import missing_figures
+from edgekit.targets.layermap import layer_errors_of
 from edgekit.targets.tflite.census import census
 from edgekit.targets.tflite.converted import no_progress_bars
 from edgekit.targets.tflite.keep_float import signature_input
@@ -47,13 +46,12 @@ def layer_errors(source: SourceModel, x: np.ndarray, names: list[str], work: Pat
         result = quantizer.validate(test_data=feed, error_metrics=[ValidationErrorMetric.SNR])
     comparison = result.get_signature_comparison_result(signature)
     ops = census(fp32).ops
-    producer = {op.name: layer_of(op.module, names) for op in ops if op.module}
-    per_layer: dict[str, float] = {}
     tensors = {**comparison.intermediate_tensors, **comparison.output_tensors}
-    for op in ops:  # execution order: a layer's last tensor wins
-        snr = tensors.get(op.name, {}).get("snr")
-        layer = producer.get(op.name)
-        if layer and snr is not None and snr > 0:
-            per_layer[layer] = 10.0 * math.log10(snr) if math.isfinite(snr) else snr
+    snrs = [(op.module, tensors.get(op.name, {}).get("snr")) for op in ops]  # execution order
+    figures = [
+        (module, 10.0 * math.log10(snr) if math.isfinite(snr) else snr)
+        for module, snr in snrs
+        if snr is not None and snr > 0
+    ]
     modules = [op.module for op in ops]
-    return LayerErrors(TOOL, per_layer, missing_figures(names, modules, per_layer, "tflite", TOOL))
+    return layer_errors_of(figures, names, modules, target="tflite", tool=TOOL)
