@@ -10,7 +10,6 @@ import typer
 
 from edgekit.cli import views
 from edgekit.cli.app import app
-from edgekit.cli.console import err_console
 from edgekit.cli.options import (
     IO_HELP,
     DataOption,
@@ -165,6 +164,10 @@ def export(
     if failures and not results:
         reasons = dict.fromkeys(why.split(": ", 1)[-1] for _, _, why in failures)
         raise UserInputError("nothing exported: " + "; ".join(reasons))
-    if failures and len(targets) > 1:
-        done = sorted({r.artifact.target for r in results})
-        err_console.print(f"[yellow]exported with: {', '.join(done)}[/]")
+    if failures:
+        # a requested artifact that was not made is a failed request: what was made is kept,
+        # and a CI sees the rest fail (exit 1)
+        missing = ", ".join(f"{target}/{recipe}" for target, recipe, _ in failures)
+        raise UnsupportedExport(
+            f"exported {len(results)} of {len(results) + len(failures)}; not exported: {missing}"
+        )
