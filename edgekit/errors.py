@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import re
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
 
 
 class EdgekitError(Exception):
@@ -67,3 +71,18 @@ def cause_line(error: BaseException, limit: int = 300) -> str:
         return f"{type(one).__name__}: {first[:limit]}"
 
     return line(error) if root is error else f"{line(error)} <- {line(root)}"
+
+
+def renamed(module: str, names: dict[str, str]) -> Callable[[str], Any]:
+    """A module's ``__getattr__`` that still gives each old name of ``names`` (old -> new) for
+    one release, under a MovedPathWarning naming the new one: ``__getattr__ = renamed(__name__,
+    {"measure": "measure_interleaved"})``."""
+
+    def old_name(name: str) -> Any:
+        if name not in names:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        warnings.warn(f"{module}.{name} is now {names[name]}; the old name goes in the next "
+                      "release", MovedPathWarning, stacklevel=2)  # fmt: skip
+        return getattr(sys.modules[module], names[name])
+
+    return old_name

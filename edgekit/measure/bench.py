@@ -16,7 +16,7 @@ from edgekit.artifacts.artifact import Artifact, as_artifact
 from edgekit.artifacts.runtime_options import tuned_p50
 from edgekit.common.machine import fingerprint
 from edgekit.devices import DEFAULT_DEVICE, as_device, get_device
-from edgekit.errors import EdgekitError
+from edgekit.errors import EdgekitError, renamed
 from edgekit.measure.interleave import Interleaved, interleave
 from edgekit.targets import runtime_versions
 from edgekit.worker.latency import BlockTimer, LatencyProtocol, LatencyRecord, NoiseGuard
@@ -285,14 +285,5 @@ def bench_artifact(
     )[0]
 
 
-def __getattr__(name: str) -> Any:
-    # the old name of measure_interleaved (one of three things called "measure"), for one release
-    if name == "measure":
-        import warnings
-
-        from edgekit.errors import MovedPathWarning
-
-        warnings.warn("edgekit.measure.bench.measure is now measure_interleaved; the old name "
-                      "goes in the next release", MovedPathWarning, stacklevel=2)  # fmt: skip
-        return measure_interleaved
-    raise AttributeError(f"module 'edgekit.measure.bench' has no attribute {name!r}")
+# the old name, for one release (``measure`` read as another thing of the same name)
+__getattr__ = renamed(__name__, {"measure": "measure_interleaved"})

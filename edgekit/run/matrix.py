@@ -19,7 +19,7 @@ from edgekit.artifacts.artifact import Artifact
 from edgekit.common.fileio import journal, write_json_atomic
 from edgekit.common.machine import fingerprint
 from edgekit.common.progress import Progress
-from edgekit.errors import EdgekitError, UserInputError
+from edgekit.errors import EdgekitError, UserInputError, renamed
 from edgekit.measure.peak import MachinePeaks, arithmetic_of, shares_of
 from edgekit.report import render_report
 from edgekit.report.history import record_run
@@ -278,14 +278,5 @@ def flips_across(rows: list[Row]) -> dict[str, Any]:
     return {model: shared_flips(flipped) for model, flipped in by_model.items()}
 
 
-def __getattr__(name: str) -> Any:
-    # the old name of measure_models (one of three things called "measure"), for one release
-    if name == "measure":
-        import warnings
-
-        from edgekit.errors import MovedPathWarning
-
-        warnings.warn("edgekit.run.matrix.measure is now measure_models; the old name goes in "
-                      "the next release", MovedPathWarning, stacklevel=2)  # fmt: skip
-        return measure_models
-    raise AttributeError(f"module 'edgekit.run.matrix' has no attribute {name!r}")
+# the old name, for one release (``measure`` read as another thing of the same name)
+__getattr__ = renamed(__name__, {"measure": "measure_models"})

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edgekit.common.stats import latency_summary
+from edgekit.errors import renamed
 
 if TYPE_CHECKING:
     from edgekit.artifacts.artifact import Artifact
@@ -212,18 +213,5 @@ class BlockTimer:
         """Release the session (and record ``peak_rss_mb`` where known)."""
 
 
-def __getattr__(name: str) -> Any:
-    # the old name of LatencyProtocol (it read as typing.Protocol): works for one release
-    if name == "Protocol":
-        import warnings
-
-        from edgekit.errors import MovedPathWarning
-
-        warnings.warn(
-            "edgekit.worker.latency.Protocol is now LatencyProtocol; the old name "
-            "goes in the next release",
-            MovedPathWarning,
-            stacklevel=2,
-        )
-        return LatencyProtocol
-    raise AttributeError(f"module 'edgekit.worker.latency' has no attribute {name!r}")
+# the old name, for one release (``Protocol`` read as another thing of the same name)
+__getattr__ = renamed(__name__, {"Protocol": "LatencyProtocol"})
