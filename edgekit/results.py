@@ -82,6 +82,9 @@ class Row:
     foreign_cpu: float | None = None
     steal: float | None = None
     disturbed: bool = False
+    throttled: bool = False  # a round it used ran with a core slowed or a trip crossed
+    rounds_throttled: int = 0
+    conditions: dict[str, Any] | None = None  # MHz and °C over its blocks (worker.conditions)
     attempts: int = 0
     runtime: dict[str, Any] = field(default_factory=dict)
     traits: dict[str, Any] = field(default_factory=dict)

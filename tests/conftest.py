@@ -30,8 +30,9 @@ if WORKERS > 1:
 # first (a run on one worker takes the same order: it is the same work). A file not named keeps
 # its place after them; a name here must be a file (tested).
 LONGEST_FILES_FIRST = (
-    "test_layer_mapping.py", "test_target_tflite.py", "test_cluster.py", "test_training.py",
-    "test_run.py", "test_huggingface.py", "test_interrupts.py", "test_arm64_emu.py",
+    "test_board.py", "test_layer_mapping.py", "test_target_tflite.py", "test_cluster.py",
+    "test_training.py", "test_run.py", "test_huggingface.py", "test_interrupts.py",
+    "test_arm64_emu.py",
     "test_quantize_debug.py", "test_tune.py", "test_target_executorch.py", "test_foreign.py",
     "test_install.py", "test_bad_input.py", "test_android.py", "test_regression_gates.py",
     "test_memory.py", "test_cli.py", "test_docs.py", "test_report_browser.py", "test_audit.py",
@@ -53,7 +54,7 @@ if WORKERS > 1:  # torch may have started before this file (a plugin imported it
 # What a test needs from the machine, by marker; EDGEKIT_TEST_REQUIRE (``.ci/run`` sets it) names
 # the ones this machine must have: a test of such a marker that skips fails instead, with the
 # skip's reason, so a missing driver or a refused namespace cannot turn a regression green.
-CAPABILITIES = ("gpu", "arm64", "cluster", "needs_root", "browser")
+CAPABILITIES = ("gpu", "arm64", "cluster", "needs_root", "browser", "board")
 REQUIRE_ENV = "EDGEKIT_TEST_REQUIRE"
 
 

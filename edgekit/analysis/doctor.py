@@ -41,9 +41,20 @@ def diagnose() -> dict[str, Any]:
     }
 
 
+def _board_words(facts: dict[str, Any]) -> str:
+    from edgekit.common.machine import describe_board
+
+    if "cpu_model" not in facts:  # not reached: why
+        return f"not ready: {facts.get('reason', '')}"
+    what = describe_board(facts).split(": ", 1)[1]
+    return f"ready: {what}" if facts["ready"] else f"not ready: {facts.get('reason', '')}; {what}"
+
+
 def device_words(facts: dict[str, Any]) -> str:
     """One device's ``facts()`` as a line of words for doctor's table (``--json`` keeps the
     dict): the keys the built-in devices report, and any other key as ``key value``."""
+    if "board" in facts:  # a board over SSH: what it is, or why edgekit cannot use it
+        return _board_words(facts)
     if "ready" in facts:  # arm64-emu: what its setup recorded, or why it is not set up
         if facts["ready"]:
             return _emulator_words(facts)

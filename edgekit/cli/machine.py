@@ -19,11 +19,20 @@ def _yes(flag: object) -> str:
 
 
 @app.command()
-def doctor(as_json: JsonOption = False) -> None:
+def doctor(
+    as_json: JsonOption = False,
+    device: Annotated[
+        str | None,
+        typer.Option("--device", help="only this device's state, e.g. a board: ssh://pi5"),
+    ] = None,
+) -> None:
     """Which runtimes, delegates, GPUs and devices this machine has, and its fingerprint."""
     from edgekit.analysis.doctor import device_words, diagnose
     from edgekit.common.machine import describe
 
+    if device is not None:
+        _doctor_device(device, as_json=as_json)
+        return
     facts = diagnose()
     if as_json:
         print(json.dumps(facts, indent=2))
@@ -66,9 +75,25 @@ def doctor(as_json: JsonOption = False) -> None:
     console.print(devices)
 
 
+def _doctor_device(name: str, *, as_json: bool) -> None:
+    """One device's state; exit 1 when it is not ready (a script can gate on it)."""
+    from edgekit.analysis.doctor import device_words
+    from edgekit.devices import get_device
+
+    state = get_device(name).facts()
+    if as_json:
+        print(json.dumps({"device": name, **state}, indent=2))
+    else:
+        console.print(f"{name}: {escape(device_words(state))}", soft_wrap=True)
+    if state.get("ready") is False:
+        raise typer.Exit(1)
+
+
 @device_app.command("setup")
 def device_setup(
-    name: Annotated[str, typer.Argument(help="the device to set up (arm64-emu)")],
+    name: Annotated[
+        str, typer.Argument(help="the device to set up: arm64-emu, or a board ssh://[user@]host")
+    ],
     cpu: CpuOption = None,
     with_pte: Annotated[
         bool, typer.Option("--with-pte", help="also run .pte (trixie userland, ~150 MB)")

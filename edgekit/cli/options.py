@@ -283,6 +283,11 @@ def foreign_options(
     from edgekit.artifacts.foreign import ForeignOptions, load_model_section
 
     base = load_model_section(config) if config is not None else ForeignOptions()
+    if config is not None:  # its [devices.NAME] boards become devices of this command
+        from edgekit.common.fileio import read_toml
+        from edgekit.devices.ssh.board import add_boards
+
+        add_boards(read_toml(config).get("devices", {}), config)
     given: dict[str, Any] = {"layout": layout, "scale": scale}
     if class_names is not None:
         given["class_names"] = str(class_names)

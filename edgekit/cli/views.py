@@ -128,6 +128,7 @@ def accuracy(records: list[Any]) -> None:
                 f"  {r.label} changed classes (baseline->artifact correct/images): {changes}",
                 soft_wrap=True,
             )
+    boards(records)
     prediction_changes(records)
     versus_host([r for r in records if r.versus_host])
     assumptions(records)
@@ -221,6 +222,19 @@ def speed_groups(records: list[Any]) -> None:
                           soft_wrap=True, highlight=False)  # fmt: skip
 
 
+def boards(records: list[Any]) -> None:
+    """Each board the records were measured on, once: its CPU, kernel, Python and runtimes."""
+    from edgekit.common.machine import describe_board
+
+    seen = {}
+    for record in records:
+        board = (record.runtime or {}).get("board")
+        if board and board.get("board") not in seen:
+            seen[board.get("board")] = describe_board(board)
+    for line in seen.values():
+        console.print(f"  {line}", soft_wrap=True, highlight=False, markup=False)
+
+
 def latency(records: list[Any]) -> None:
     table = Table(
         "artifact",
@@ -270,6 +284,7 @@ def latency(records: list[Any]) -> None:
             foreign,
         )
     console.print(table)
+    boards(records)
     speed_groups(records)
     memory(records)
     for r in records:

@@ -36,7 +36,7 @@ from edgekit.artifacts.artifact import Artifact, manifest_path
 from edgekit.cluster import shipping
 from edgekit.common.fileio import write_bytes_atomic, write_json_atomic
 from edgekit.common.progress import Progress
-from edgekit.devices import DEFAULT_DEVICE
+from edgekit.devices import BOARD_SCHEME, DEFAULT_DEVICE
 from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError, first_line
 from edgekit.results import Row
 from edgekit.run.cells import PoolResult, export_failed, failed_row
@@ -177,8 +177,11 @@ class ClusterExecutor:
                 )
 
     def node_for(self, device: str, config: RunConfig) -> dict | None:
-        """The node that runs ``device``'s pool: the driver's for the host CPU, else the first
-        that advertises it (the one with the adb serial asked for, for android)."""
+        """The node that runs ``device``'s pool: the driver's for the host CPU and for a board
+        (its keys and ssh_config are the driver's), else the first that advertises it (the one
+        with the adb serial asked for, for android)."""
+        if device.startswith(BOARD_SCHEME):  # a board is reached over SSH from the driver's
+            return next((n for n in self.nodes if n["NodeID"] == self.here), None)
         wanted = f"edgekit_device_{device}"
         serial = config.device_options(device).get("serial")
         fitting = [n for n in self.nodes if wanted in n["Resources"]

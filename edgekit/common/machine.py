@@ -138,6 +138,18 @@ def describe(payload: dict[str, Any] | None) -> str:
     )
 
 
+def describe_board(board: dict[str, Any]) -> str:
+    """One line of a board's fingerprint (edgekit.devices.ssh.fingerprint): ``ssh://pi5:
+    Raspberry Pi 5, 4 cores, aarch64, Linux 6.6.51, Python 3.11.2; numpy 2.4.6, ...``."""
+    runtimes = ", ".join(f"{k} {v}" for k, v in (board.get("runtimes") or {}).items() if v)
+    emulated = " (emulated: its shell runs " + str(board.get("shell_machine")) + ")"
+    return (
+        f"{board.get('board')}: {board.get('cpu_model')}, {board.get('cores')} cores, "
+        f"{board.get('machine')}, Linux {board.get('kernel')}, Python {board.get('python')}"
+        f"{emulated if board.get('emulated') else ''}; {runtimes or 'no runtimes'}"
+    )
+
+
 def vulkan_facts() -> dict[str, Any]:
     """Vulkan ICDs and devices; ``software_only`` when every device is a CPU (lavapipe)."""
     # the loader reads only the driver files these variables name, when one is set

@@ -18,6 +18,7 @@ DEVICE_MODULES: dict[str, str] = {
     "server-cuda": "edgekit.devices.server",
     "server-tensorrt": "edgekit.devices.server",
 }
+BOARD_SCHEME, BOARD_MODULE = "ssh://", "edgekit.devices.ssh"  # ssh://[user@]host[:port]
 DEFAULT_DEVICE = "cpu"  # where export validation and the accuracy-aware loop measure
 DEFAULT_DEVICES = ("cpu", "gpu")  # what ``edgekit run`` measures unless told otherwise
 _REGISTRY: dict[str, type] = {}
@@ -41,10 +42,17 @@ def device_names() -> list[str]:
 
 def device_class(name: str) -> type:
     load_plugins()
-    if name not in DEVICE_MODULES:
-        raise UserInputError(f"unknown device '{name}' (choose from {', '.join(DEVICE_MODULES)})")
+    module = BOARD_MODULE if name.startswith(BOARD_SCHEME) else DEVICE_MODULES.get(name)
+    if module is None:
+        raise UserInputError(
+            f"unknown device '{name}' (choose from {', '.join(DEVICE_MODULES)}, or a board: "
+            f"{BOARD_SCHEME}[user@]host[:port])"
+        )
+    if module == BOARD_MODULE:  # every board is one class; the name says which board
+        importlib.import_module(module)
+        return _REGISTRY["ssh"]
     if name not in _REGISTRY:
-        importlib.import_module(DEVICE_MODULES[name])
+        importlib.import_module(module)
     return _REGISTRY[name]
 
 
@@ -56,7 +64,8 @@ def get_device(name: str, **options: Any) -> Any:
     if foreign:
         names = ", ".join("--" + key.replace("_", "-") for key in foreign)
         raise UserInputError(f"{names} does not apply to device {name}")
-    return cls(**given)
+    # a family of devices told apart by name (boards) is given the name it was asked by
+    return cls(name, **given) if getattr(cls, "per_name", False) else cls(**given)
 
 
 def as_device(device: Any) -> Any:

@@ -131,7 +131,33 @@ def measure_interleaved(
                 f"timed blocks in {record.rounds_disturbed} of {len(result.disturbed)} rounds; "
                 "treat the absolute figure as unreliable (ratios are paired per round)"
             )
+        mark_throttled(record, result)
     return result
+
+
+def throttled_rounds(result: Interleaved) -> list[str | None]:
+    """Per round, why some side's block in it ran throttled (None: none did): like a
+    disturbance, the machine's state is the round's, whichever side saw it."""
+    reasons = []
+    for index in range(len(result.disturbed)):
+        blocks = [side[index] for side in result.blocks if index < len(side)]
+        reasons.append(next((block.throttled for block in blocks if block.throttled), None))
+    return reasons
+
+
+def mark_throttled(record: LatencyRecord, result: Interleaved) -> None:
+    """THROTTLED, by DISTURBED's rule: a round in which the machine slowed itself is in the
+    statistics. (The interleaver does not yet leave such rounds out, so any is.)"""
+    reasons = throttled_rounds(result)
+    used = [reasons[index] for index in result.rounds_used if reasons[index]]
+    record.rounds_throttled = sum(1 for reason in reasons if reason)
+    record.throttled = bool(used)
+    if record.throttled:
+        record.warnings.append(
+            f"THROTTLED: {used[0]} (in {len(used)} of the {len(result.rounds_used)} rounds "
+            "used); the machine slowed itself while timing, so treat the absolute figure as "
+            "unreliable (ratios are paired per round)"
+        )
 
 
 def bench_artifacts(

@@ -136,11 +136,49 @@ def _notes(row: Row) -> list[str]:
         )
     if row.disturbed:
         notes.append("DISTURBED")
+    if row.runtime.get("board"):  # the board it ran on: CPU, kernel, Python, runtimes
+        from edgekit.common.machine import describe_board
+
+        notes.append(describe_board(row.runtime["board"]))
+    if any(warning.startswith("THROTTLED") for warning in row.warnings):
+        notes.append("THROTTLED")
     if row.kind == "baseline":
         notes.append(f"baseline: {row.runtime.get('device', '')}")
     notes += [w for w in row.export_warnings if w.startswith("FALLBACK")]
     notes += row.hints
     return notes
+
+
+def conditions_text(conditions: dict[str, Any] | None) -> str:
+    """One line of what the machine ran at during a side's blocks: ``1500-2400 MHz (median
+    2400) ondemand, max 61.2 °C (cpu-thermal), 2 blocks throttled``; the note where nothing was
+    readable; empty where nothing was read (edgekit.worker.conditions.summarize)."""
+    if not conditions:
+        return ""
+    if not conditions.get("readable"):
+        return str(conditions.get("note") or "conditions: not readable")
+    parts = []
+    mhz = conditions.get("mhz")
+    if mhz:
+        low, mid, high = mhz["min"], mhz["median"], mhz["max"]
+        span = f"{low:.0f}" if low == high else f"{low:.0f}-{high:.0f}"
+        parts.append(f"{span} MHz (median {mid:.0f}) {'/'.join(conditions.get('governors', []))}")
+    if conditions.get("max_c") is not None:
+        parts.append(f"max {conditions['max_c']:.1f} °C ({conditions.get('zone')})")
+    if conditions.get("throttled_blocks"):
+        parts.append(f"{conditions['throttled_blocks']} blocks throttled")
+    return ", ".join(part.strip() for part in parts)
+
+
+def _conditions_note(row: Row, noted: set[str]) -> list[str]:
+    """The row's conditions line; where nothing is readable, said once per device."""
+    conditions = getattr(row, "conditions", None)  # a result row of schema 3 may lack it
+    text = conditions_text(conditions)
+    if not text or (not conditions.get("readable") and str(row.device) in noted):
+        return []
+    if not conditions.get("readable"):
+        noted.add(str(row.device))
+    return [text]
 
 
 def versus_fp32(row: Row, rows: list[Row]) -> tuple[float, tuple[float, float]] | None:
@@ -176,6 +214,7 @@ def _memory_cell(memory: dict[str, Any] | None) -> str:
 
 def table_rows(results: Results) -> list[list[str]]:
     rows = []
+    noted: set[str] = set()  # the devices whose conditions were said to be unreadable
     for row in results.rows:
         if row.status == "unavailable":
             continue
@@ -212,7 +251,7 @@ def table_rows(results: Results) -> list[list[str]]:
                 f"{coverage['fast_ops']}/{coverage['total_ops']}" if coverage else "",
                 _fmt(int8 and 100 * int8, "{:.0f} %"),
                 gflops,
-                "; ".join(notes for notes in _notes(row)),
+                "; ".join([*_notes(row), *_conditions_note(row, noted)]),
             ]
         )
     return rows

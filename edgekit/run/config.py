@@ -141,8 +141,10 @@ class RunConfig:
 
 def run_section(payload: dict[str, Any], path: Path) -> dict[str, Any]:
     """The run's options in a config file: its [run] table, or its top level."""
-    # [model] describes model files another tool made (edgekit.artifacts.foreign), not the run
-    section = payload.get("run", {k: v for k, v in payload.items() if k != "model"})
+    # [model] describes model files another tool made (edgekit.artifacts.foreign), [devices.X]
+    # the boards (edgekit.devices.ssh.board), not the run
+    others = ("model", "devices")
+    section = payload.get("run", {k: v for k, v in payload.items() if k not in others})
     if not isinstance(section, dict):
         raise UserInputError(f"{path}: [run] must be a table")
     return section

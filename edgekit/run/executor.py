@@ -69,7 +69,7 @@ class LocalExecutor:
         ]
 
     def absent_devices(self, devices: list[str]) -> dict[str, str]:
-        from edgekit.devices import device_class
+        from edgekit.devices import get_device
 
-        found = {name: device_class(name)().absent() for name in devices}
+        found = {name: get_device(name).absent() for name in devices}
         return {name: why for name, why in found.items() if why}

@@ -132,15 +132,21 @@ class _Redo:
         self, config: RunConfig, subject: Subject, exported: list[Artifact], say: Progress
     ) -> list[PoolResult]:
         pools = []
+        # by thread count too: a pool that failed at 2 threads only is not measured again at 1
+        # (its rows at 1 are kept; measuring them again gave each a second row)
         for device in config.devices:
-            wanted = {Path(str(r.artifact)).name for r in self.missing if r.device == device}
-            chosen = [a for a in exported if a.path.name in wanted or a.path.name in self.fresh]
-            if not chosen:
-                continue
-            say(f"resume: {len(chosen)} artifact(s) on {device}")
-            pools += self.inner.device_pools(
-                replace(config, devices=[device]), subject, chosen, say
-            )
+            for threads in config.threads:
+                wanted = {
+                    Path(str(r.artifact)).name
+                    for r in self.missing
+                    if r.device == device and r.threads in (threads, None)
+                }
+                chosen = [a for a in exported if a.path.name in wanted or a.path.name in self.fresh]
+                if not chosen:
+                    continue
+                say(f"resume: {len(chosen)} artifact(s) on {device}, {threads} thread(s)")
+                again = replace(config, devices=[device], threads=[threads])
+                pools += self.inner.device_pools(again, subject, chosen, say)
         return pools
 
 

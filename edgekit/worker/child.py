@@ -5,8 +5,9 @@ One JSON request on stdin. Mode ``predict`` writes logits for an .npy of inputs 
 exits; mode ``memory`` measures a session's memory phase by phase (``edgekit.worker.memory``).
 Mode ``serve`` loads a session (an artifact, or the ``baseline``: the source model in its
 own framework), warms it up, then answers commands line by line: ``{"cmd": "block", "runs": N}``
-times N single invokes; ``{"cmd": "close"}`` ends it. Replies are JSON lines on the original
-stdout; the libraries' own prints go to stderr."""
+times N single invokes (the reply carries the block's conditions: frequency, temperature,
+throttling, ``edgekit.worker.conditions``); ``{"cmd": "close"}`` ends it. Replies are JSON
+lines on the original stdout; the libraries' own prints go to stderr."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.worker.loop import first_invoke_ms, timed_block, warm_up
+from edgekit.worker.loop import crash_for_test, first_invoke_ms, timed_block, warm_up
 
 
 def peak_rss_mb() -> float:
@@ -128,6 +129,7 @@ def _with_delay(runnable: Runnable, delay_ms: float) -> Runnable:
 
 
 def serve(request: dict[str, Any], reply: Callable[[dict[str, Any]], None]) -> None:
+    from edgekit.worker.conditions import block_conditions, read_conditions
     from edgekit.worker.interference import ForeignCpu
     from edgekit.worker.memory import Phases, keep_everything
 
@@ -160,10 +162,12 @@ def serve(request: dict[str, Any], reply: Callable[[dict[str, Any]], None]) -> N
         crash_for_test(
             request.get("crash_for_test") or os.environ.get("EDGEKIT_TEST_CRASH"), "block"
         )
+        before = read_conditions()  # outside the guard's window and the timed block
         guard = ForeignCpu()
         guard.start()
         samples = timed_block(runnable.invoke, runnable.staged, command["runs"], runnable.sync)
         reading = guard.stop()
+        after = read_conditions()
         phases.ran(command["runs"])  # outside the timed block
         reply(
             {
@@ -172,6 +176,7 @@ def serve(request: dict[str, Any], reply: Callable[[dict[str, Any]], None]) -> N
                 "foreign": None if reading is None else reading.foreign,
                 "steal": None if reading is None else reading.steal,
                 "edgekit": None if reading is None else reading.edgekit,
+                "conditions": block_conditions(before, after),
             }
         )
     phases.before_release()
@@ -205,19 +210,6 @@ def predict(request: dict[str, Any]) -> dict[str, Any]:
     info = dict(session.info)
     session.close()
     return {"event": "done", "runtime": info, "shape": list(outputs.shape)}
-
-
-def crash_for_test(kind: str | None, moment: str) -> None:
-    """Lets the tests prove isolation: ``segfault`` or ``hang`` when the child starts,
-    ``segfault-in-block`` / ``hang-in-block`` in the first timed block (``EDGEKIT_TEST_CRASH``)."""
-    if not kind or kind.endswith("-in-block") != (moment == "block"):
-        return
-    if kind.startswith("segfault"):
-        import ctypes
-
-        ctypes.string_at(0)
-    if kind.startswith("hang"):
-        time.sleep(3600)
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from edgekit.common.stats import latency_summary
 from edgekit.errors import renamed
+from edgekit.worker.conditions import summarize
 
 if TYPE_CHECKING:
     from edgekit.artifacts.artifact import Artifact
@@ -71,7 +72,8 @@ class NoiseGuard:
 
 @dataclass
 class Block:
-    """One block of timed invokes of one side, and what else ran meanwhile."""
+    """One block of timed invokes of one side, what else ran meanwhile and what state the
+    machine was in (``conditions``: edgekit.worker.conditions.block_conditions)."""
 
     samples_ms: list[float] | None  # None where the runner reports only summary figures
     mean_ms: float
@@ -80,6 +82,13 @@ class Block:
     steal: float | None = None
     summary: dict[str, float] = field(default_factory=dict)  # a phone runner's own figures
     edgekit_cpu: float | None = None  # edgekit's other processes (never counted as foreign)
+    # MHz, °C and why it ran throttled, read before and after it; None where nothing reads them
+    conditions: dict[str, Any] | None = None
+
+    @property
+    def throttled(self) -> str | None:
+        """Why the machine slowed itself while this block was timed; None if it did not."""
+        return (self.conditions or {}).get("throttled")
 
     @classmethod
     def of(
@@ -88,6 +97,8 @@ class Block:
         foreign: float | None,
         steal: float | None,
         edgekit: float | None = None,
+        *,
+        conditions: dict[str, Any] | None = None,
     ) -> Block:
         values = np.asarray(samples, dtype=np.float64)
         return cls(
@@ -97,6 +108,7 @@ class Block:
             foreign,
             steal,
             edgekit_cpu=edgekit,
+            conditions=conditions,
         )
 
 
@@ -128,6 +140,12 @@ class LatencyRecord:
     edgekit_cpu: float | None = None  # cores edgekit's own other processes used meanwhile
     disturbed: bool = False
     rounds_disturbed: int = 0
+    # the machine slowed itself (frequency, trip point, firmware) in a round the statistics use
+    throttled: bool = False
+    rounds_throttled: int = 0  # rounds in which some side's block ran throttled
+    # this side's blocks: MHz min/median/max, hottest °C and zone, throttled blocks; or the note
+    # that nothing is readable here (edgekit.worker.conditions.summarize)
+    conditions: dict[str, Any] | None = None
     attempts: int = 0
     runtime: dict[str, Any] = field(default_factory=dict)
     traits: dict[str, Any] = field(default_factory=dict)
@@ -184,6 +202,7 @@ class LatencyRecord:
         self.steal = float(np.mean(steals)) if steals else None
         ours = [block.edgekit_cpu for block in kept if block.edgekit_cpu is not None]
         self.edgekit_cpu = float(np.mean(ours)) if ours else None
+        self.conditions = summarize([block.conditions for block in kept])
         if self.stats.get("cv", 0.0) > HIGH_CV:
             self.warnings.append(f"noisy: CV {self.stats['cv']:.1%} (> {HIGH_CV:.0%})")
 

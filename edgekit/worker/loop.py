@@ -51,3 +51,16 @@ def first_invoke_ms(
     if sync:
         sync()
     return (time.perf_counter() - begin) * 1e3
+
+
+def crash_for_test(kind: str | None, moment: str) -> None:
+    """Lets the tests prove isolation: ``segfault`` or ``hang`` when the child starts,
+    ``segfault-in-block`` / ``hang-in-block`` in the first timed block (``EDGEKIT_TEST_CRASH``)."""
+    if not kind or kind.endswith("-in-block") != (moment == "block"):
+        return
+    if kind.startswith("segfault"):
+        import ctypes
+
+        ctypes.string_at(0)
+    if kind.startswith("hang"):
+        time.sleep(3600)

@@ -186,7 +186,7 @@ class WorkerTimer(BlockTimer):
         self._dir = tempfile.TemporaryDirectory(prefix="edgekit-bench-")
         journal(self._dir.name)
         request = dict(request, mode="serve", input=staged_sample(Path(self._dir.name), sample))
-        self._worker = WorkerProcess(request, timeout_s, command, env)
+        self._worker = self.start_worker(request, timeout_s, command, env)
         try:
             ready = self._worker.receive()
         except BaseException:
@@ -198,11 +198,25 @@ class WorkerTimer(BlockTimer):
         self.runtime = ready["runtime"]
         self.peak_rss_mb = None
 
+    def start_worker(
+        self,
+        request: dict[str, Any],
+        timeout_s: float,
+        command: list[str] | None,
+        env: dict[str, str] | None,
+    ) -> WorkerProcess:
+        """The worker holding the session (a board's starts it over SSH)."""
+        return WorkerProcess(request, timeout_s, command, env)
+
     def block(self, runs: int) -> Block:
         self._worker.send({"cmd": "block", "runs": runs})
         reply = self._worker.receive()
         return Block.of(
-            reply["samples_ms"], reply.get("foreign"), reply.get("steal"), reply.get("edgekit")
+            reply["samples_ms"],
+            reply.get("foreign"),
+            reply.get("steal"),
+            reply.get("edgekit"),
+            conditions=reply.get("conditions"),
         )
 
     def reopen(self) -> WorkerTimer:

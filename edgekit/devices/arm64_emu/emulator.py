@@ -281,6 +281,7 @@ GUEST_MODULES = (
     "edgekit.errors",
     "edgekit.common.quiet",
     "edgekit.worker.loop",
+    "edgekit.worker.conditions",
     "edgekit.targets.session",
     "edgekit.targets.manifest",
     "edgekit.worker.memory",

@@ -17,7 +17,8 @@ import numpy as np
 
 from edgekit.targets.manifest import Manifest
 from edgekit.targets.session import Accelerator, random_inputs
-from edgekit.worker.loop import first_invoke_ms, timed_block, warm_up
+from edgekit.worker.conditions import block_conditions, read_conditions
+from edgekit.worker.loop import crash_for_test, first_invoke_ms, timed_block, warm_up
 
 
 def cpu_facts() -> dict:
@@ -67,10 +68,7 @@ def main() -> None:
         replies.flush()
 
     request = json.loads(sys.stdin.readline())
-    if os.environ.get("EDGEKIT_TEST_CRASH") == "segfault":  # lets the tests prove isolation
-        import ctypes
-
-        ctypes.string_at(0)
+    crash_for_test(os.environ.get("EDGEKIT_TEST_CRASH"), "start")  # the tests prove isolation
     try:
         module = importlib.import_module(request["session_module"])
         phases = None
@@ -121,9 +119,20 @@ def main() -> None:
             command = json.loads(line)
             if command["cmd"] == "close":
                 break
+            crash_for_test(os.environ.get("EDGEKIT_TEST_CRASH"), "block")
+            before = read_conditions()  # under QEMU user mode, /sys is the host's
             samples = timed_block(session.invoke, staged, command["runs"])
+            after = read_conditions()
             phases.ran(command["runs"])
-            reply({"event": "block", "samples_ms": samples, "foreign": None, "steal": None})
+            reply(
+                {
+                    "event": "block",
+                    "samples_ms": samples,
+                    "foreign": None,
+                    "steal": None,
+                    "conditions": block_conditions(before, after),
+                }
+            )
         phases.before_release()
         session.close()
         del session
