@@ -120,6 +120,14 @@ def scenario(out_dir: Path, out: dict) -> None:
     step("check", ["check", tflite, "--device", BOARD, *quick_data, "--max-drop", "100"], out)
     step("bench", ["bench", tflite, onnx, "--device", BOARD, "--json", *QUICK], out)
 
+    tuned = out_dir / "tuned"  # tune writes its winner into the manifest: a copy of the file
+    tuned.mkdir()
+    for suffix in ("", ".json"):
+        (tuned / f"model.tflite{suffix}").write_bytes(Path(tflite + suffix).read_bytes())
+    step("tune", ["tune", str(tuned / "model.tflite"), "--device", BOARD, "--budget-s", "30",
+                  "--only", "threads", "--no-noise-guard", "--json"], out)  # fmt: skip
+    out["tune"]["manifest"] = json.loads((tuned / "model.tflite.json").read_text())
+
     # faults, as a board on a desk has them
     step("unreachable", ["eval", tflite, "--device", "ssh://127.0.0.1:1"], out)
     other_key = out_dir / "other_key"

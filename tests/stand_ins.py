@@ -6,7 +6,9 @@ run goes on, ``pidof`` names its process (its own pid, a file in ``ADB_RUNNING``
 was asked) outlives its first reading (at most 2 s, and not while another run goes on), as a
 phone's run of a second outlives one.
 ``ADB_DUMPSYS_FAILS`` makes dumpsys fail with that message, ``ADB_RUNNER_GONE`` answers as for
-a process that has exited. Used by the android and cluster tests."""
+a process that has exited. edgekit's reading of the phone's conditions (cpufreq files and
+``dumpsys thermalservice``) prints the recordings ``ADB_CONDITIONS`` lists, one per reading,
+the last one again once they are used up. Used by the android and cluster tests."""
 
 from __future__ import annotations
 
@@ -53,6 +55,12 @@ elif verb == "shell":
                 print(re.sub(r"MEMINFO in pid \\d+", f"MEMINFO in pid {{pid}}", recorded))
         finally:
             open(f"{{running}}/{{pid}}.read", "w").close()
+    elif command.startswith("sh -c 'for f in /sys/"):  # edgekit's conditions reading
+        readings = os.environ["ADB_CONDITIONS"].split(os.pathsep)
+        counter = f"{{running}}/conditions-read"
+        done = int(open(counter).read()) if os.path.exists(counter) else 0
+        open(counter, "w").write(str(done + 1))
+        print(open(readings[min(done, len(readings) - 1)]).read())
     elif command.split()[0].endswith("{runner}"):
         me = f"{{running}}/{{os.getpid()}}"
         open(me, "w").close()
@@ -105,4 +113,5 @@ def stand_in_adb_env(folder: Path, serial: str = "emulator-5554") -> dict[str, s
         "ADB_RUNNER_HOLD": str(folder / "hold"),
         "ADB_RUNNING": str(running),
         "ADB_DUMPSYS_OUTPUT": str(DATA / "dumpsys_meminfo_benchmark_model.txt"),
+        "ADB_CONDITIONS": str(DATA / "phone_conditions_cool.txt"),
     }

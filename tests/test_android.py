@@ -344,3 +344,34 @@ def test_a_pool_asks_a_device_once_per_artifact_whether_it_can_run_it(export_dig
     artifact = export_digits("tflite", "fp32")
     assert device.why_unavailable(artifact) == device.why_unavailable(artifact) == "no phone"
     assert asked == [artifact.path]
+
+
+def test_a_phone_that_heats_up_during_a_run_marks_its_measurement_throttled(
+    stand_in_adb, export_digits, monkeypatch, capsys
+):
+    """The first reading is cool, every later one hot: the big cores capped at 1.80 GHz and
+    Android's thermal status moderate (tests/data/phone_conditions_*.txt)."""
+    readings = [str(DATA / "phone_conditions_cool.txt"), str(DATA / "phone_conditions_hot.txt")]
+    monkeypatch.setenv("ADB_CONDITIONS", os.pathsep.join(readings))
+    artifact = str(export_digits("tflite", "int8").path)
+    args = ["bench", artifact, "--device", "android", "--rounds", "3", "--no-noise-guard",
+            "--precision", "off", "--json"]  # fmt: skip
+    result = run_cli(capsys, *args)
+    assert result.code == 0, result.err
+    (record,) = json.loads(result.out)
+    assert record["throttled"] and record["rounds_throttled"] >= 1
+    assert any(w.startswith("THROTTLED") for w in record["warnings"])
+    assert record["conditions"]["max_c"] == pytest.approx(47.9)
+
+
+def test_a_cool_phone_s_conditions_are_recorded_and_not_throttled(
+    stand_in_adb, export_digits, capsys
+):
+    artifact = str(export_digits("tflite", "int8").path)
+    args = ["bench", artifact, "--device", "android", "--rounds", "3", "--no-noise-guard",
+            "--precision", "off", "--json"]  # fmt: skip
+    result = run_cli(capsys, *args)
+    (record,) = json.loads(result.out)
+    assert not record["throttled"] and record["conditions"]["readable"]
+    assert record["conditions"]["mhz"]["max"] == pytest.approx(2842, abs=1)
+    assert record["conditions"]["max_c"] == pytest.approx(38.5)

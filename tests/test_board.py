@@ -118,6 +118,14 @@ def test_eval_check_and_bench_measure_on_the_board(scenario):
 
 
 @pytest.mark.board
+def test_tune_searches_on_the_board_and_writes_its_winner_for_it(scenario):
+    step = scenario["tune"]
+    assert step["rc"] == 0, step["stderr"]
+    assert step["manifest"]["tuned"]["device"] == "ssh://board"
+    assert step["workers_after"] == []
+
+
+@pytest.mark.board
 def test_an_unreachable_board_and_a_refused_key_are_one_line_exit_2(scenario):
     for name, words in (("unreachable", "unreachable"), ("refused", "authentication refused")):
         step = scenario[name]

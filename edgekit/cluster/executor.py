@@ -5,8 +5,8 @@
 - A device pool runs on the node that has the device, pinned there (NodeAffinity), claiming
   that node's benchmark slot and **all its CPUs**: Ray's custom resources are bookkeeping only,
   so a pool that did not take the CPUs would share the node with an export. Two timings never
-  share a node, nor does an export run beside one. The host CPU's pool runs on the driver's
-  node, so ``cpu`` rows are the machine the user typed the command on.
+  share a node, nor does an export run beside one. The host CPU's pool and a board's (over
+  SSH, with the driver's keys) run on the driver's node, the machine the user typed on.
 - A pool has no retries and a deadline: a task whose node died fails in under a second
   (NodeDiedError), and only that pool's rows fail, with the reason; a retried task would wait
   for a resource only the dead node had.
@@ -177,10 +177,8 @@ class ClusterExecutor:
                 )
 
     def node_for(self, device: str, config: RunConfig) -> dict | None:
-        """The node that runs ``device``'s pool: the driver's for the host CPU and for a board
-        (its keys and ssh_config are the driver's), else the first that advertises it (the one
-        with the adb serial asked for, for android)."""
-        if device.startswith(BOARD_SCHEME):  # a board is reached over SSH from the driver's
+        """The node that runs ``device``'s pool (see above), else the first advertising it."""
+        if device.startswith(BOARD_SCHEME):
             return next((n for n in self.nodes if n["NodeID"] == self.here), None)
         wanted = f"edgekit_device_{device}"
         serial = config.device_options(device).get("serial")

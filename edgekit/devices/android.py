@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from edgekit.devices import register
+from edgekit.devices.android_conditions import PhoneConditions
 from edgekit.devices.android_memory import RunnerMemory
 from edgekit.devices.base import Device, DeviceTraits
 from edgekit.errors import DeviceUnavailable
@@ -170,6 +171,7 @@ class RunnerTimer(BlockTimer):
         self._threads, self._gpu = threads, gpu
         self.runtime = {"runner": local_runner.name, "serial": self.serial, **facts}
         self._memory = RunnerMemory(self._shell, self.serial, local_runner.name)
+        self._conditions = PhoneConditions(self._shell)
         self._runner_says: dict[str, float] = {}
         try:
             shell(self.serial, ["mkdir", "-p", REMOTE_DIR])
@@ -220,13 +222,26 @@ class RunnerTimer(BlockTimer):
         return {**self._memory.figures(), "runner_mb": dict(self._runner_says)}
 
     def block(self, runs: int) -> Block:
+        before = self._read_conditions()  # outside the runner's own timing
         figures = self._run(runs)
+        after = self._read_conditions()
         self.peak_rss_mb = self._peak_rss_mb(figures)
         mean = figures["mean_ms"]
         summary = {k: v for k, v in figures.items() if k.endswith("_ms") and k != "mean_ms"}
-        return Block(None, mean, figures.get("p50_ms", mean), summary=summary)
+        conditions = self._conditions.block(before, after)
+        return Block(
+            None, mean, figures.get("p50_ms", mean), summary=summary, conditions=conditions
+        )
+
+    def _read_conditions(self) -> dict:
+        try:
+            return self._conditions.read()
+        except DeviceUnavailable as exc:  # a reading is a note, never a failed block
+            return {"readable": False, "note": f"conditions: adb could not read them ({exc})"}
 
     def close(self) -> None:
+        if hasattr(self, "_conditions"):
+            self._conditions.close()
         with contextlib.suppress(DeviceUnavailable):
             shell(self.serial, ["rm", "-rf", REMOTE_DIR])
 
