@@ -18,6 +18,9 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
+from sklearn.datasets import load_digits
+
 EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
 BOARD = "ssh://board"
 QUICK = ["--rounds", "3", "--min-runs", "5", "--min-seconds", "0.05", "--precision", "off",
@@ -104,18 +107,23 @@ def main(out_dir: Path) -> None:
 def scenario(out_dir: Path, out: dict) -> None:
     os.chdir(out_dir)
     (out_dir / "plumbing.toml").write_text("[run]\nnoise_guard = false\n")
+    # 240 of the digits (120 evaluated): the board's Python is emulated, and every image costs
+    digits = load_digits()
+    small = out_dir / "digits240.npz"
+    np.savez(small, x=(digits.images[:240] / 16.0).astype(np.float32)[..., None],
+             y=digits.target[:240], class_names=[str(d) for d in range(10)])  # fmt: skip
     plumbing = ["--config", str(out_dir / "plumbing.toml")]
     step("setup", ["device", "setup", BOARD], out)
     step("setup_again", ["device", "setup", BOARD], out)
     step("doctor", ["doctor", "--device", BOARD, "--json"], out)
-    run = ["run", *plumbing, "--device", BOARD, "--recipe", "int8",
+    run = ["run", *plumbing, "--device", BOARD, "--recipe", "int8", "--data", str(small),
            "--no-profile", "--runs-dir", "runs", *QUICK]  # fmt: skip
     step("run", [*run, "--target", "all", "--name", "first"], out)
     step("run_again", [*run, "--target", "tflite", "--name", "second"], out)
     artifacts = sorted((out_dir / "runs").glob("*-first/artifacts"))[0]
     tflite = str(artifacts / "digits-mobilenet-int8.tflite")
     onnx = str(artifacts / "digits-mobilenet-int8.onnx")
-    step("eval", ["eval", tflite, "--device", BOARD, "--json"], out)
+    step("eval", ["eval", tflite, "--device", BOARD, "--data", str(small), "--json"], out)
     quick_data = ["--data", "synthetic:32"]
     step("check", ["check", tflite, "--device", BOARD, *quick_data, "--max-drop", "100"], out)
     step("bench", ["bench", tflite, onnx, "--device", BOARD, "--json", *QUICK], out)
@@ -124,7 +132,7 @@ def scenario(out_dir: Path, out: dict) -> None:
     tuned.mkdir()
     for suffix in ("", ".json"):
         (tuned / f"model.tflite{suffix}").write_bytes(Path(tflite + suffix).read_bytes())
-    step("tune", ["tune", str(tuned / "model.tflite"), "--device", BOARD, "--budget-s", "30",
+    step("tune", ["tune", str(tuned / "model.tflite"), "--device", BOARD, "--budget-s", "15",
                   "--only", "threads", "--no-noise-guard", "--json"], out)  # fmt: skip
     out["tune"]["manifest"] = json.loads((tuned / "model.tflite.json").read_text())
 

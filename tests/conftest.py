@@ -71,18 +71,32 @@ def required_capabilities() -> set[str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.edgekit_required = required_capabilities()  # an unknown name stops the run at once
+    if config.edgekit_required:  # CI: Hypothesis draws the same examples on every run
+        from hypothesis import settings
+
+        settings.register_profile("ci", derandomize=True)
+        settings.load_profile("ci")
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
-    needed = {mark.name for mark in item.iter_markers()} & item.config.edgekit_required
-    if report.skipped and needed and not hasattr(report, "wasxfail"):
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+    marks = {mark.name for mark in item.iter_markers()}
+    needed = marks & item.config.edgekit_required
+    if not report.skipped or hasattr(report, "wasxfail") or not item.config.edgekit_required:
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+    if needed:
         report.outcome = "failed"
         report.longrepr = (
             f"{REQUIRE_ENV} requires {', '.join(sorted(needed))}, and this test skipped: {reason}"
+        )
+    elif not marks & set(CAPABILITIES):  # a skip CI cannot tell from a regression
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{REQUIRE_ENV} is set and this test skipped without a capability marker "
+            f"({', '.join(CAPABILITIES)}): {reason}"
         )
 
 

@@ -138,6 +138,7 @@ def test_crashing_emulated_process_is_a_failed_row(tmp_path, monkeypatch, export
         get_device("arm64-emu").predict(artifact, np.zeros((2, 1, 32, 32), np.float32))
 
 
+@pytest.mark.arm64  # the device's setup needs a Debian host, as CI is
 @pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs a Debian host (apt-get)")
 def test_setup_without_archive_access_fails_with_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("EDGEKIT_CACHE", str(tmp_path))

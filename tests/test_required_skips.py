@@ -3,10 +3,13 @@ with the skip's reason; elsewhere it skips as before."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from conftest import CAPABILITIES
 
+ROOT = Path(__file__).resolve().parent.parent
 CONFTEST = (Path(__file__).parent / "conftest.py").read_text()
 NEEDS_A_GPU = """
 import pytest
@@ -43,14 +46,43 @@ def test_without_the_setting_a_missing_capability_skips_with_its_reason(pytester
 
 def test_a_required_capability_that_skips_fails_with_the_reason(pytester, monkeypatch):
     result = _run(pytester, monkeypatch, "gpu,arm64")
-    # a skip in a fixture or a skipif fails as a setup error; a skip of no capability stays one
-    result.assert_outcomes(failed=1, errors=1, skipped=1)
+    # a skip in a fixture or a skipif fails as a setup error; a skip with no capability marker
+    # fails too: in CI nothing may skip unexplained
+    result.assert_outcomes(failed=2, errors=1, skipped=0)
     result.stdout.fnmatch_lines(
         [
             "*EDGEKIT_TEST_REQUIRE requires arm64, and this test skipped: *not set up*",
             "*EDGEKIT_TEST_REQUIRE requires gpu, and this test skipped: *no Vulkan driver here*",
-        ]
+            "*EDGEKIT_TEST_REQUIRE is set and this test skipped without a capability marker*"
+            "not a capability*",
+        ],
+        consecutive=False,
     )
+
+
+def test_ci_requires_every_capability_the_suite_knows():
+    """.ci/run's EDGEKIT_TEST_REQUIRE names every capability of conftest: a new device's tests
+    cannot skip in CI because nobody added it there."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    found = re.search(r"EDGEKIT_TEST_REQUIRE=([\w,]+)", ci)
+    assert found and set(found.group(1).split(",")) == set(CAPABILITIES)
+
+
+def test_every_declared_marker_is_used_and_every_capability_declared():
+    declared = {
+        line.strip().strip('",').split(":")[0]
+        for line in (ROOT / "pyproject.toml")
+        .read_text()
+        .split("markers = [")[1]
+        .split("]")[0]
+        .splitlines()
+        if line.strip().startswith('"')
+    }
+    used = set()
+    for path in (ROOT / "tests").glob("*.py"):
+        used |= set(re.findall(r"pytest\.mark\.(\w+)", path.read_text()))
+    assert declared - used == set(), "declared but no test carries it"
+    assert set(CAPABILITIES) <= declared
 
 
 def test_an_unknown_capability_is_an_error_not_ignored(pytester, monkeypatch):
