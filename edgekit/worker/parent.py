@@ -282,6 +282,17 @@ def artifact_timer(
     return WorkerTimer(artifact.label, request, sample, timeout_s, command)
 
 
+def sample_for(artifact: Artifact, sample: np.ndarray | None) -> np.ndarray | None:
+    """The input a timer reuses: ``sample``, or for a classifier timed without data a seeded
+    random image of its input shape (a remote worker has no dataset to take one from)."""
+    if sample is not None or not artifact.classifier:
+        return sample
+    from edgekit.sources.preprocess import Preprocess
+
+    shape = Preprocess.from_dict(artifact.manifest.preprocessing).input_shape()
+    return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+
+
 def staged_sample(directory: Path, sample: np.ndarray | None) -> str | None:
     """Write the one input every timed invoke reuses (staged outside the timed region)."""
     if sample is None:

@@ -36,7 +36,7 @@ from edgekit.devices.base import Device, DeviceTraits
 from edgekit.errors import DeviceUnavailable
 from edgekit.targets import get_target
 from edgekit.worker.latency import BlockTimer, LatencyProtocol
-from edgekit.worker.parent import WorkerProcess, WorkerTimer, trivial_fields
+from edgekit.worker.parent import WorkerProcess, WorkerTimer, sample_for, trivial_fields
 
 if TYPE_CHECKING:
     import tempfile
@@ -153,11 +153,7 @@ class Arm64EmuDevice(Device):
     ) -> BlockTimer:
         emulator, land, cpu = self.place(artifact)
         target = get_target(artifact.target)
-        if sample is None and artifact.classifier:
-            from edgekit.sources.preprocess import Preprocess
-
-            shape = Preprocess.from_dict(artifact.manifest.preprocessing).input_shape()
-            sample = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        sample = sample_for(artifact, sample)
         tree = scratch_dir()
         script_dir = guest_tree(target.session_module, Path(tree.name) / "tree").parent
         command, env = guest_command(emulator, land, cpu, script_dir)

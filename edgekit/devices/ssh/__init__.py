@@ -29,7 +29,7 @@ from edgekit.devices.ssh.fingerprint import ENV_DIR, RUNTIMES, Fingerprint, read
 from edgekit.errors import DeviceUnavailable
 from edgekit.targets import get_target, target_names
 from edgekit.worker.latency import BlockTimer, LatencyProtocol
-from edgekit.worker.parent import WorkerProcess, WorkerTimer, trivial_fields
+from edgekit.worker.parent import WorkerProcess, WorkerTimer, sample_for, trivial_fields
 
 if TYPE_CHECKING:
     from edgekit.artifacts.artifact import Artifact
@@ -255,11 +255,7 @@ class SshDevice(Device):
         protocol: LatencyProtocol,
         timeout_s: float,
     ) -> BlockTimer:
-        if sample is None and artifact.classifier:
-            from edgekit.sources.preprocess import Preprocess
-
-            shape = Preprocess.from_dict(artifact.manifest.preprocessing).input_shape()
-            sample = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        sample = sample_for(artifact, sample)
         request = self._request(artifact, threads)
         request.update(warmup=protocol.warmup, **trivial_fields(artifact.target))
         timer = BoardTimer(self, artifact.label, request, sample, timeout_s=timeout_s)
