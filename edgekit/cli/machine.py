@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -12,6 +13,19 @@ from rich.table import Table
 from edgekit.cli.app import app, device_app
 from edgekit.cli.console import console, err_console
 from edgekit.cli.options import CpuOption, JsonOption
+
+# an edgekit.toml whose [devices.NAME] tables name boards (edgekit.devices.ssh.board)
+BoardsOption = Annotated[
+    Path | None, typer.Option("--config", help="edgekit.toml whose [devices.NAME] names boards")
+]
+
+
+def _named_boards(config: Path | None) -> None:
+    if config is not None:
+        from edgekit.common.fileio import read_toml
+        from edgekit.devices.ssh.board import add_boards
+
+        add_boards(read_toml(config).get("devices", {}), config)
 
 
 def _yes(flag: object) -> str:
@@ -25,11 +39,13 @@ def doctor(
         str | None,
         typer.Option("--device", help="only this device's state, e.g. a board: ssh://pi5"),
     ] = None,
+    config: BoardsOption = None,
 ) -> None:
     """Which runtimes, delegates, GPUs and devices this machine has, and its fingerprint."""
     from edgekit.analysis.doctor import device_words, diagnose
     from edgekit.common.machine import describe
 
+    _named_boards(config)
     if device is not None:
         _doctor_device(device, as_json=as_json)
         return
@@ -98,9 +114,12 @@ def device_setup(
     with_pte: Annotated[
         bool, typer.Option("--with-pte", help="also run .pte (trixie userland, ~150 MB)")
     ] = False,
+    config: BoardsOption = None,
 ) -> None:
     """Build a device that needs building into the cache (idempotent)."""
     from edgekit.devices import get_device
+
+    _named_boards(config)
 
     def say(message: str) -> None:
         err_console.print(message, markup=False, highlight=False)
