@@ -237,7 +237,8 @@ def test_a_pool_on_a_machine_with_nothing_readable_is_not_throttled_and_says_why
 def test_the_report_shows_throttled_and_each_sides_conditions_once_per_unreadable_device():
     from measured_rows import measured_row
 
-    hot = measured_row("tflite", "int8", [1.0], 0.1, 0.4, warnings=["THROTTLED: cpu-thermal ..."])
+    hot = measured_row("tflite", "int8", [1.0], 0.1, 0.4, throttled=True,
+                       warnings=["THROTTLED: cpu-thermal ..."])  # fmt: skip
     hot.conditions = {"readable": True, "mhz": {"min": 1500, "median": 2400, "max": 2400},
                       "governors": ["ondemand"], "max_c": 91.0, "zone": "cpu-thermal",
                       "throttled_blocks": 2}  # fmt: skip

@@ -12,20 +12,12 @@ from rich.table import Table
 
 from edgekit.cli.app import app, device_app
 from edgekit.cli.console import console, err_console
-from edgekit.cli.options import CpuOption, JsonOption
+from edgekit.cli.options import CpuOption, JsonOption, named_boards
 
 # an edgekit.toml whose [devices.NAME] tables name boards (edgekit.devices.ssh.board)
 BoardsOption = Annotated[
     Path | None, typer.Option("--config", help="edgekit.toml whose [devices.NAME] names boards")
 ]
-
-
-def _named_boards(config: Path | None) -> None:
-    if config is not None:
-        from edgekit.common.fileio import read_toml
-        from edgekit.devices.ssh.board import add_boards
-
-        add_boards(read_toml(config).get("devices", {}), config)
 
 
 def _yes(flag: object) -> str:
@@ -45,7 +37,7 @@ def doctor(
     from edgekit.analysis.doctor import device_words, diagnose
     from edgekit.common.machine import describe
 
-    _named_boards(config)
+    named_boards(config)
     if device is not None:
         _doctor_device(device, as_json=as_json)
         return
@@ -119,7 +111,7 @@ def device_setup(
     """Build a device that needs building into the cache (idempotent)."""
     from edgekit.devices import get_device
 
-    _named_boards(config)
+    named_boards(config)
 
     def say(message: str) -> None:
         err_console.print(message, markup=False, highlight=False)

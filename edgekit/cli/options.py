@@ -266,6 +266,15 @@ def with_foreign_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def named_boards(config: Path | None) -> None:
+    """The ``[devices.NAME]`` boards of an edgekit.toml become devices of this command."""
+    if config is not None:
+        from edgekit.common.fileio import read_toml
+        from edgekit.devices.ssh.board import add_boards
+
+        add_boards(read_toml(config).get("devices", {}), config)
+
+
 def foreign_options(
     config: Path | None = None,
     layout: str | None = None,
@@ -283,11 +292,7 @@ def foreign_options(
     from edgekit.artifacts.foreign import ForeignOptions, load_model_section
 
     base = load_model_section(config) if config is not None else ForeignOptions()
-    if config is not None:  # its [devices.NAME] boards become devices of this command
-        from edgekit.common.fileio import read_toml
-        from edgekit.devices.ssh.board import add_boards
-
-        add_boards(read_toml(config).get("devices", {}), config)
+    named_boards(config)
     given: dict[str, Any] = {"layout": layout, "scale": scale}
     if class_names is not None:
         given["class_names"] = str(class_names)

@@ -140,7 +140,7 @@ def _notes(row: Row) -> list[str]:
         from edgekit.common.machine import describe_board
 
         notes.append(describe_board(row.runtime["board"]))
-    if any(warning.startswith("THROTTLED") for warning in row.warnings):
+    if row.throttled:
         notes.append("THROTTLED")
     if row.kind == "baseline":
         notes.append(f"baseline: {row.runtime.get('device', '')}")

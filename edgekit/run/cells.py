@@ -172,19 +172,17 @@ def _pool_rows(
     rows: list[Row] = []
     runnable = []
     for artifact in exported:
+
+        def failed(error: EdgekitError, artifact: Artifact = artifact) -> list[Row]:
+            return [
+                failed_row(artifact.target, artifact.recipe, device, threads, error,
+                           artifact=artifact)
+                for threads in config.threads
+            ]  # fmt: skip
+
         reason = where.why_unavailable(artifact)
         if reason:
-            for threads in config.threads:
-                rows.append(
-                    failed_row(
-                        artifact.target,
-                        artifact.recipe,
-                        device,
-                        threads,
-                        DeviceUnavailable(reason),
-                        artifact=artifact,
-                    )
-                )
+            rows += failed(DeviceUnavailable(reason))
             continue
         if traits.predicts and dataset is not None:
             say(f"evaluate {artifact.label} on {device}")
@@ -197,17 +195,7 @@ def _pool_rows(
                     dataset=dataset,
                 )
             except EdgekitError as exc:
-                for threads in config.threads:
-                    rows.append(
-                        failed_row(
-                            artifact.target,
-                            artifact.recipe,
-                            device,
-                            threads,
-                            exc,
-                            artifact=artifact,
-                        )
-                    )
+                rows += failed(exc)
                 continue
         runnable.append(artifact)
     if not runnable:

@@ -84,13 +84,9 @@ class BoardTimer(WorkerTimer):
     def start_worker(self, request: dict, timeout_s: float, command: Any, env: Any) -> Any:
         return self._device.worker(dict(request), timeout_s)
 
-    def reopen(self) -> BoardTimer:
-        self.close()
+    def again(self) -> BoardTimer:
         request, sample, timeout_s, _command, _env = self._how
-        again = BoardTimer(self._device, self.label, request, sample, timeout_s=timeout_s)
-        again.load_ms, again.first_ms = self.load_ms, self.first_ms
-        again.runtime = {**self.runtime, **again.runtime}
-        return again
+        return BoardTimer(self._device, self.label, request, sample, timeout_s=timeout_s)
 
 
 @register
@@ -238,7 +234,6 @@ class SshDevice(Device):
             request = self._request(artifact, threads)
             request.update(mode="predict", input=str(inputs))
             request["output"] = f"outputs/{self.connection.new_token()}.npy"
-            self.connection.check("mkdir -p outputs", "making the outputs folder")
             worker = self.worker(request, TIMEOUT_S)
             try:
                 reply = worker.receive()

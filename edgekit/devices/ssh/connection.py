@@ -232,7 +232,7 @@ class Connection:
         ``exec`` keeps the shell's pid, so the pidfile names the worker itself."""
         assigned = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
         return self.argv(
-            f"mkdir -p pids && echo $$ > pids/{token} && exec env {assigned} "
+            f"mkdir -p pids outputs && echo $$ > pids/{token} && exec env {assigned} "
             f"{python} {shlex.quote(script)} {token}"
         )
 
@@ -242,16 +242,13 @@ class Connection:
         if not tokens:
             return
         quoted = " ".join(shlex.quote(token) for token in tokens)
+        # running: the pids of those workers still alive (one shell function, asked three times)
         self.run(
-            f"for t in {quoted}; do f=pids/$t; [ -f $f ] || continue; p=$(cat $f); "
-            'if grep -qa "$t" /proc/$p/cmdline 2>/dev/null; then kill -TERM $p; fi; done; '
-            "i=0; while [ $i -lt 30 ]; do alive=0; for t in "
-            f"{quoted}; do f=pids/$t; [ -f $f ] || continue; p=$(cat $f); "
-            'if grep -qa "$t" /proc/$p/cmdline 2>/dev/null; then alive=1; fi; done; '
-            "[ $alive = 0 ] && break; sleep 0.1; i=$((i+1)); done; "
-            f"for t in {quoted}; do f=pids/$t; [ -f $f ] || continue; p=$(cat $f); "
-            'if grep -qa "$t" /proc/$p/cmdline 2>/dev/null; then kill -KILL $p; fi; rm -f $f; '
-            "done",
+            f"running() {{ for t in {quoted}; do f=pids/$t; [ -f $f ] && p=$(cat $f) && "
+            'grep -qa "$t" /proc/$p/cmdline 2>/dev/null && echo $p; done; }; '
+            "kill -TERM $(running) 2>/dev/null; i=0; "
+            'while [ -n "$(running)" ] && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; '
+            f"kill -KILL $(running) 2>/dev/null; for t in {quoted}; do rm -f pids/$t; done; true",
             what="ending the workers",
             timeout_s=30,
         )
