@@ -168,3 +168,24 @@ def test_check_compares_a_candidates_memory_with_a_reference(capsys, export_digi
                          "--max-peak-mb", "500")  # fmt: skip
     changed = gates["memory regression %"]["measured"]
     assert (code == 1) == (changed > 0) and gates["model's peak MB"]["passed"]
+
+
+@pytest.mark.parametrize("mode", ["always [madvise] never", "[always] madvise never"])
+def test_the_probe_turns_huge_pages_off_only_where_the_machine_has_them_always(tmp_path, mode):
+    import subprocess
+    import sys
+
+    (tmp_path / "enabled").write_text(mode + "\n")
+    # in a process of its own: the setting stays with the process that asked
+    script = (
+        "import ctypes, edgekit.worker.memory as m\n"
+        f"m.THP_MODE = {str(tmp_path / 'enabled')!r}\n"
+        "note = m.hold_pages_small()\n"
+        "print(ctypes.CDLL(None).prctl(42, 0, 0, 0, 0), note)\n"  # PR_GET_THP_DISABLE
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    turned_off, _, note = out.stdout.strip().partition(" ")
+    if mode.startswith("[always]"):
+        assert turned_off == "1" and "turned them off" in note
+    else:
+        assert turned_off == "0" and note == "None"
