@@ -35,6 +35,9 @@ _API = {
     "build_report": "edgekit.report",
     "get_device": "edgekit.devices",
     "get_target": "edgekit.targets",
+    "make_bundle": "edgekit.golden.make",
+    "check_bundle": "edgekit.golden.check",
+    "verify_outputs": "edgekit.golden.verify",
 }
 __all__ = ["EdgekitError", "ExportRejected", "UserInputError", "__version__", *_API]
 

@@ -204,7 +204,10 @@ RUN = {
     "profiles": list[dict[str, Any]],
     "absent_devices": dict[str, dict[str, Any]],
     "flips_across": dict[str, dict[str, Any]],
+    "golden": dict[str, dict[str, Any]],  # run --golden: per model (older runs have none)
 }
+# a model's golden bundle: its folder relative to the run directory and tolerance, or why none
+GOLDEN = {"artifact": str, "bundle": str, "atol": float, "why": str}
 AWARE = {
     "max_drop_points": float,
     "within_budget": bool,
@@ -264,6 +267,8 @@ def check_run(run: dict[str, Any], where: str) -> None:
     for model, shared in (run.get("flips_across") or {}).items():
         check_fields(shared, SHARED_FLIPS, f"{where}.flips_across.{model}", tuple(SHARED_FLIPS))
         check_each(shared["pairs"], PAIR, f"{where}.flips_across.{model}.pairs", tuple(PAIR))
+    for model, bundle in (run.get("golden") or {}).items():
+        check_fields(bundle, GOLDEN, f"{where}.golden.{model}")
 
 
 def _check_accuracy(accuracy: dict[str, Any], where: str) -> None:

@@ -87,6 +87,12 @@ class OfficialRunner:
     env_var: str
     command: Callable[[str, str, int, int, bool], list[str]]  # runner, model, threads, runs, gpu
     parse: Callable[[str], dict[str, float]]
+    # golden checks: the command that runs the model once on one raw input file and writes its
+    # outputs' raw bytes (runner, model, input file, output path, input tensor), and the file it
+    # writes them to (from the output path); None where the runner cannot give outputs, and why
+    golden_command: Callable[[str, str, str, str, TensorSpec], list[str]] | None = None
+    golden_output: Callable[[str], str] | None = None
+    no_golden: str = "it prints timings, not outputs"
 
 
 # each role a target may fill, and what a target without it lacks (its refusal's words)
@@ -98,6 +104,7 @@ ROLES = {
     "layer_errors": "no per-layer quantization debugger",
     "official_runner": "no official benchmark runner for phones",
     "planned_memory": "no planned-memory reader in this edgekit",
+    "golden_files": "no runner or runtime test files for golden bundles",
 }
 
 
@@ -246,6 +253,14 @@ class Target:
         if "planned_memory" in self.roles:
             return self.role_function("planned_memory")(Path(path), details)
         return PlannedMemory(None, f"{self.name}: {ROLES['planned_memory']}")
+
+    def golden_files(self, root: Path, spec: dict[str, Any], artifact: Path) -> dict[str, str]:
+        """Write into the golden bundle at ``root`` what the runtime's own tools check it with
+        (a plain-Python runner; a .pte's BundledProgram; an .onnx's test data sets), from the
+        bundle's ``spec`` and files; returns {what it is: its path in the bundle}."""
+        if "golden_files" in self.roles:
+            return self.role_function("golden_files")(Path(root), spec, Path(artifact))
+        return {}
 
     def check(self) -> dict[str, Any]:
         """Doctor: can this machine export and run this target, and if not, why."""

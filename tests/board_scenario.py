@@ -127,6 +127,13 @@ def scenario(out_dir: Path, out: dict) -> None:
     quick_data = ["--data", "synthetic:32"]
     step("check", ["check", tflite, "--device", BOARD, *quick_data, "--max-drop", "100"], out)
     step("bench", ["bench", tflite, onnx, "--device", BOARD, "--json", *QUICK], out)
+    # golden vectors made here, checked on the board (its outputs against the host's)
+    for suffix in ("tflite", "onnx", "pte"):
+        made = str(artifacts / f"digits-mobilenet-int8.{suffix}")
+        step(f"golden_{suffix}", ["golden", made, "-o", f"bundle-{suffix}", "--data", str(small),
+                                  "--count", "8", "--spread-on", ""], out)  # fmt: skip
+        step(f"golden_check_{suffix}", ["golden", "--check", f"bundle-{suffix}", "--device", BOARD,
+                                        "--json"], out)  # fmt: skip
 
     tuned = out_dir / "tuned"  # tune writes its winner into the manifest: a copy of the file
     tuned.mkdir()

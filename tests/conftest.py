@@ -32,8 +32,9 @@ if WORKERS > 1:
 LONGEST_FILES_FIRST = (
     "test_board.py", "test_layer_mapping.py", "test_target_tflite.py", "test_cluster.py",
     "test_training.py", "test_run.py", "test_huggingface.py", "test_interrupts.py",
-    "test_arm64_emu.py",
-    "test_quantize_debug.py", "test_tune.py", "test_target_executorch.py", "test_foreign.py",
+    "test_arm64_emu.py", "test_golden.py", "test_golden_formats.py", "test_run_golden.py",
+    "test_quantize_debug.py", "test_tune.py", "test_golden_verify.py",
+    "test_target_executorch.py", "test_foreign.py",
     "test_install.py", "test_bad_input.py", "test_android.py", "test_regression_gates.py",
     "test_memory.py", "test_cli.py", "test_docs.py", "test_report_browser.py", "test_audit.py",
 )  # fmt: skip

@@ -111,3 +111,21 @@ def save_vit_folder(folder: Path, labels: tuple[str, ...], preprocessor: dict) -
     _built(transformers.ViTForImageClassification, config).save_pretrained(folder)
     transformers.ViTImageProcessorPil(**preprocessor).save_pretrained(folder)
     return folder
+
+
+def save_colour_images(
+    folder: Path, labels: tuple[str, ...], per_class: int, seed: int, size: int = 40
+) -> Path:
+    """The user's own images for a folder model: smooth random colour PNGs of ``size`` pixels
+    (another size than the model's), ``per_class`` in one folder per label."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for index, name in enumerate(labels):
+        (folder / name).mkdir(parents=True)
+        for number in range(per_class):
+            pixels = rng.integers(0, 256, (5, 5, 3)).astype(np.uint8)
+            image = Image.fromarray(pixels).resize((size, size), Image.BILINEAR)
+            image.save(folder / name / f"{index}-{number}.png")
+    return folder

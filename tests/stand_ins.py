@@ -1,5 +1,8 @@
 """A stand-in ``adb`` (no emulator runs on this machine): it lists one device, answers getprop,
-accepts pushes and prints a runner's recorded output; while the file ``ADB_RUNNER_HOLD``
+keeps what is pushed in a folder standing for the phone (``ADB_PHONE``; ``pull`` copies back,
+``mkdir -p`` and ``rm -rf`` act there) and prints a runner's recorded output, or, for a runner
+asked for a golden bundle's outputs (an output-file flag), computes them with the real runtime
+(stand_in_runners.py); while the file ``ADB_RUNNER_HOLD``
 names exists, the runner holds (at most 2 minutes), as a phone still benchmarking does. While a
 run goes on, ``pidof`` names its process (its own pid, a file in ``ADB_RUNNING``) and
 ``dumpsys meminfo PID`` prints a recorded reading of it; a run someone looks for (``pidof``
@@ -28,12 +31,39 @@ if args[:2] == ["devices", "-l"]:
     print(open(os.environ["ADB_DEVICES"]).read())
     sys.exit(0)
 serial, verb, rest = args[1], args[2], args[3:]
+phone = os.environ.get("ADB_PHONE")
 if verb == "push":
+    if phone:  # the phone's files: a folder here
+        import shutil
+        target = os.path.join(phone, rest[1].lstrip("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(rest[0], target)
     print("1 file pushed")
+elif verb == "pull":
+    import shutil
+    source = os.path.join(phone or "/nonexistent", rest[0].lstrip("/"))
+    if not os.path.exists(source):
+        print(f"adb: error: failed to stat remote object '{{rest[0]}}': No such file or directory",
+              file=sys.stderr)
+        sys.exit(1)
+    shutil.copyfile(source, rest[1])
+    print("1 file pulled")
 elif verb == "shell":
     command = rest[0]
     running = os.environ["ADB_RUNNING"]
-    if command.startswith("getprop"):
+    if phone and command.startswith(("mkdir -p /", "rm -rf /")):
+        import shutil
+        where = os.path.join(phone, command.split()[-1].lstrip("/"))
+        if command.startswith("mkdir"):
+            os.makedirs(where, exist_ok=True)
+        else:
+            shutil.rmtree(where, ignore_errors=True)
+    elif " --output_filepath=" in command or " --output_file=" in command:  # golden outputs
+        import shlex
+        sys.path.insert(0, {tests!r})
+        from stand_in_runners import run
+        sys.exit(run(shlex.split(command), __import__("pathlib").Path(phone)))
+    elif command.startswith("getprop"):
         print({{"ro.product.cpu.abi": "arm64-v8a", "ro.build.version.release": "15",
                "ro.product.model": "sdk_gphone64_arm64"}}[command.split()[1]])
     elif command.startswith("pidof "):
@@ -94,7 +124,11 @@ def stand_in_adb_env(folder: Path, serial: str = "emulator-5554") -> dict[str, s
     bin_dir = folder / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     adb = bin_dir / "adb"
-    adb.write_text(STAND_IN_ADB.format(python=sys.executable, runner="benchmark_model"))
+    adb.write_text(
+        STAND_IN_ADB.format(
+            python=sys.executable, runner="benchmark_model", tests=str(Path(__file__).parent)
+        )
+    )
     adb.chmod(adb.stat().st_mode | stat.S_IEXEC)
     runner = folder / "benchmark_model"
     runner.write_text("runner binary")
@@ -104,7 +138,10 @@ def stand_in_adb_env(folder: Path, serial: str = "emulator-5554") -> dict[str, s
     )
     running = folder / "running"
     running.mkdir(exist_ok=True)
+    phone = folder / "phone"
+    phone.mkdir(exist_ok=True)
     return {
+        "ADB_PHONE": str(phone),
         "PATH_PREFIX": str(bin_dir),
         "ADB_LOG": str(folder / "adb.log"),
         "ADB_DEVICES": str(devices),

@@ -118,6 +118,17 @@ def test_eval_check_and_bench_measure_on_the_board(scenario):
 
 
 @pytest.mark.board
+@pytest.mark.parametrize("suffix", ["tflite", "onnx", "pte"])
+def test_a_golden_bundle_made_here_passes_on_the_board(scenario, suffix):
+    made, checked = scenario[f"golden_{suffix}"], scenario[f"golden_check_{suffix}"]
+    assert made["rc"] == 0, made["stderr"]
+    assert checked["rc"] == 0, checked["stderr"]
+    result = json.loads(checked["stdout"])
+    # the board staged the decoded images as the bundle did and its aarch64 outputs agree
+    assert result["passed"] and result["inputs_match"] and result["same_file"]
+    assert result["device"].startswith("ssh://") and len(result["per_image_max_abs_diff"]) == 8
+
+
 def test_tune_searches_on_the_board_and_writes_its_winner_for_it(scenario):
     step = scenario["tune"]
     assert step["rc"] == 0, step["stderr"]

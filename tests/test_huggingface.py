@@ -62,13 +62,7 @@ def pets_folder(tmp_path_factory) -> Path:
     user's images: PNGs of another size in one folder per class."""
     root = tmp_path_factory.mktemp("pets")
     hf_models.save_vit_folder(root / "pets-vit", PETS, PROCESSOR)
-    rng = np.random.default_rng(2)
-    for index, name in enumerate(PETS):
-        (root / "images" / name).mkdir(parents=True)
-        for number in range(4):
-            pixels = rng.integers(0, 256, (5, 5, 3)).astype(np.uint8)
-            image = Image.fromarray(pixels).resize((40, 40), Image.BILINEAR)
-            image.save(root / "images" / name / f"{index}-{number}.png")
+    hf_models.save_colour_images(root / "images", PETS, per_class=4, seed=2)
     return root
 
 

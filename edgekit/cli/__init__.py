@@ -21,6 +21,7 @@ from edgekit.cli import (  # noqa: F401
     audit,
     cluster,
     export,
+    golden,
     machine,
     measure,
     profile,

@@ -109,6 +109,14 @@ def run(
         float | None,
         typer.Option("--tune-budget-s", help="--tune: seconds for all the searches together"),
     ] = None,
+    golden: Annotated[
+        bool | None,
+        typer.Option(
+            "--golden/--no-golden",
+            help="write a golden bundle (edgekit golden) of each recommended artifact; the "
+            "report links it",
+        ),
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="edgekit.toml")] = None,
     cluster: Annotated[
         str | None,
@@ -161,6 +169,7 @@ def run(
         "export_cache": export_cache,
         "tune": tune,
         "tune_budget_s": tune_budget_s,
+        "golden": golden,
         "min_runs": min_runs,
         "min_seconds": min_seconds,
         "rounds": rounds,
@@ -220,6 +229,9 @@ def run(
             if device not in asked:  # a default device: skipped, named, and how to add it
                 console.print(f"skipped device {device} ({absent['reason']}); to add it: "
                               f"{absent['how_to_add']}", soft_wrap=True)  # fmt: skip
+        for model, made in result.results.run.get("golden", {}).items():  # run --golden
+            where = result.run_dir / made["bundle"] if "bundle" in made else f"none ({made['why']})"
+            console.print(f"golden vectors of {model}: {where}", soft_wrap=True, highlight=False)
         console.print(f"report: {result.report['md']}  and  {result.report['html']}")
     _run_exit(result, asked)
 

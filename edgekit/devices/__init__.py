@@ -19,6 +19,8 @@ DEVICE_MODULES: dict[str, str] = {
     "server-tensorrt": "edgekit.devices.server",
 }
 BOARD_SCHEME, BOARD_MODULE = "ssh://", "edgekit.devices.ssh"  # ssh://[user@]host[:port]
+# where a golden bundle's tolerance is measured besides the host (edgekit.golden.tolerance)
+SPREAD_DEVICES = ("arm64-emu", "gpu")
 DEFAULT_DEVICE = "cpu"  # where export validation and the accuracy-aware loop measure
 DEFAULT_DEVICES = ("cpu", "gpu")  # what ``edgekit run`` measures unless told otherwise
 _REGISTRY: dict[str, type] = {}

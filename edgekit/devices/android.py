@@ -273,6 +273,23 @@ class AndroidDevice(Device):
     ) -> tuple[np.ndarray, dict]:
         raise DeviceUnavailable(NO_OUTPUTS)
 
+    def golden_unavailable_reason(self, artifact: Artifact) -> str | None:
+        """Why a golden bundle cannot be checked here with this artifact's runner."""
+        from edgekit.devices.android_golden import golden_refusal
+
+        return golden_refusal(artifact) or self.unavailable_reason(artifact)
+
+    def golden_outputs(self, artifact: Artifact, inputs: list[Path]) -> tuple[np.ndarray, dict]:
+        """Raw input files (a bundle's stage 3) through the target's official runner: the
+        dequantized outputs (N, classes) and what ran them."""
+        from edgekit.devices.android_golden import Phone, runner_outputs
+
+        runner = runner_path(artifact.target)
+        serial = choose_device(self.settings.get("serial")).serial
+        runtime = {"runner": runner.name, "serial": serial, **device_facts(serial)}
+        phone = Phone(serial, REMOTE_DIR, adb, shell)
+        return runner_outputs(artifact, inputs, phone, runner=runner, runtime=runtime)
+
     def advertise(self) -> dict[str, float]:
         try:
             ready = [d.serial for d in attached_devices() if d.state == "device"]

@@ -11,6 +11,7 @@ from typing import Any
 
 from edgekit.common.fileio import write_bytes_atomic, write_json_atomic
 from edgekit.report import page
+from edgekit.report.bundles import golden_html, golden_markdown, golden_record
 from edgekit.report.changes import prediction_change_section
 from edgekit.report.content import Section, markdown_table, row_anchor, top3_text
 from edgekit.report.decision import RANKED_COLUMNS, groups_chart, ranked_table
@@ -43,6 +44,7 @@ class ModelBlock:
     row_ids: list[str]  # each table row's anchor in report.html (row_anchor of its label)
     ranked: list[list[str]]  # the recommended pool's artifacts, fastest group first
     measuring: str  # how that pool's measuring went and why it stopped
+    golden: dict[str, Any] | None = None  # run --golden: its bundle, or why none (bundles.py)
 
 
 def model_blocks(
@@ -70,6 +72,7 @@ def model_blocks(
                 [row_anchor(row.label) for row, _ in pairs],
                 ranked_table(recommendation),
                 measuring_line(recommendation.pool, pool),
+                golden_record(results, name),
             )
         )
     return blocks
@@ -256,6 +259,7 @@ def _markdown(content: ReportContent) -> list[str]:
             f"**{block.advice.summary}** (budget: {content.budget:g} points)",
             "",
         ]
+        md += [golden_markdown(block.golden), ""] if block.golden else []
         if block.ranked:
             md += [f"{level} Speed groups", "", *markdown_table(RANKED_COLUMNS, block.ranked), ""]
             md += [block.measuring, ""] if block.measuring else []
@@ -292,6 +296,7 @@ def _summary(content: ReportContent, results: Results) -> dict[str, Any]:
                 "recommendation": None if block.advice.best is None else block.advice.best.label,
                 "recommendation_summary": block.advice.summary,
                 "pareto_front": [r.label for r in block.front],
+                "golden": block.golden,
             }
             for block in content.blocks
         ],
@@ -327,7 +332,9 @@ def _html(content: ReportContent) -> str:
         parts.append(
             (f"<h2>{html.escape(block.name)}</h2>" if multi else "")
             + f"<{level}>Recommendation</{level}><p><b>{html.escape(block.advice.summary)}</b> "
-            f"(budget: {content.budget:g} points)</p><ul>{reasons}</ul>"
+            f"(budget: {content.budget:g} points)</p>"
+            + (golden_html(block.golden) if block.golden else "")
+            + f"<ul>{reasons}</ul>"
             f"<{level}>Results</{level}>"
             + page.table(COLUMNS, block.table, f"results-{index}", block.row_ids)
         )

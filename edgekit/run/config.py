@@ -53,6 +53,7 @@ class RunConfig:
     tune_budget_s: float = (
         120.0  # seconds for every artifact's search together (tune: equal shares)
     )
+    golden: bool = False  # a golden bundle per recommended artifact, linked from the report
 
     def model_specs(self) -> list[str]:
         """The run's models: ``model`` holds one or several, comma-separated."""

@@ -93,6 +93,10 @@ def run_matrix(
         write_json_atomic(partial / "results.json", results.to_dict())
         say("report")
         advice = render_report(results, partial).recommendations
+        if config.golden:  # bundles of the recommended files, then the report that links them
+            from edgekit.run.golden import add_golden
+
+            advice = add_golden(results, partial, models, config, advice, say)
         partial.rename(final)
     finally:
         shutil.rmtree(partial, ignore_errors=True)

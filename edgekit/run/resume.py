@@ -78,6 +78,10 @@ def resume_run(
         _keep_baselines(results, kept)
         write_json_atomic(partial / "results.json", results.to_dict())
         advice = render_report(results, partial).recommendations
+        if config.golden:  # made again: the recommendation may have changed
+            from edgekit.run.golden import add_golden
+
+            advice = add_golden(results, partial, models, config, advice, say)
         backup = run_dir.with_name(f".{run_dir.name}.old")
         run_dir.rename(backup)
         partial.rename(run_dir)

@@ -71,9 +71,7 @@ def load_dataset(spec: str, preprocess: Preprocess) -> Dataset:
     except ValueError as exc:
         raise UserInputError(f"{spec}: images do not fit the model input ({exc})") from None
     y = labels.astype(np.int64)
-    order = np.random.default_rng(SPLIT_SEED).permutation(len(y))
-    half = len(y) // 2
-    calibration, evaluation = order[:half], order[half:]
+    calibration, evaluation = split_indices(len(y))
     digest = hashlib.sha256(x.tobytes() + y.tobytes()).hexdigest()
     return Dataset(
         name=spec,
@@ -82,6 +80,59 @@ def load_dataset(spec: str, preprocess: Preprocess) -> Dataset:
         evaluation=Split(x[evaluation], y[evaluation]),
         digest=digest,
     )
+
+
+def split_indices(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The calibration and evaluation halves of a dataset of ``count`` images, by index (one
+    seeded permutation: every command splits a dataset the same way)."""
+    order = np.random.default_rng(SPLIT_SEED).permutation(count)
+    half = count // 2
+    return order[:half], order[half:]
+
+
+def evaluation_indices(count: int) -> np.ndarray:
+    """The images ``edgekit eval`` scores, by index into the dataset."""
+    return split_indices(count)[1]
+
+
+def stored_images(spec: str, preprocess: Preprocess) -> tuple[np.ndarray, np.ndarray]:
+    """The digits' or an .npz's images as stored ((N, H, W, C) in [0, 1], not resized) and
+    their labels, in the order ``load_dataset`` indexes them."""
+    if spec == "digits":
+        images, labels, _ = _digits()
+    else:
+        path = Path(spec)
+        if path.suffix != ".npz" or not path.is_file():
+            raise UserInputError(f"{spec}: dataset not found (use 'digits', a folder or an .npz)")
+        images, labels, _ = _npz(path, preprocess)
+    return images, labels
+
+
+def folder_files(root: Path, pre: Preprocess) -> tuple[list[Path], np.ndarray]:
+    """A folder of class folders as its image files and their class indices, in the order
+    ``load_dataset`` indexes them (class folders sorted, files sorted within each)."""
+    folders = sorted(entry for entry in root.iterdir() if entry.is_dir())
+    if not folders:
+        raise UserInputError(f"{root}: no class folders (expected {root}/<class name>/<image>)")
+    names = tuple(folder.name for folder in folders)
+    if set(names) <= set(pre.class_names):
+        index_of = {name: pre.class_names.index(name) for name in names}
+    elif any(not name.startswith("class_") for name in pre.class_names):
+        unknown = sorted(set(names) - set(pre.class_names))
+        raise UserInputError(
+            f"{root}: class folder(s) {', '.join(unknown[:5])} are not classes of the model "
+            f"({', '.join(pre.class_names[:10])}{'...' if pre.num_classes > 10 else ''})"
+        )
+    else:
+        index_of = {name: position for position, name in enumerate(names)}
+    files, labels = [], []
+    for folder in folders:
+        for file in sorted(f for f in folder.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES):
+            files.append(file)
+            labels.append(index_of[folder.name])
+    if not files:
+        raise UserInputError(f"{root}: the class folders hold no images ({', '.join(names[:5])})")
+    return files, np.asarray(labels, np.int64)
 
 
 def image_shape(spec: str) -> tuple[int, int, int] | None:
@@ -207,39 +258,23 @@ def _synthetic(spec: str, pre: Preprocess) -> tuple[np.ndarray, np.ndarray, tupl
 
 
 def _image_folder(root: Path, pre: Preprocess) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-    folders = sorted(entry for entry in root.iterdir() if entry.is_dir())
-    if not folders:
-        raise UserInputError(f"{root}: no class folders (expected {root}/<class name>/<image>)")
-    names = tuple(folder.name for folder in folders)
+    files, labels = folder_files(root, pre)
+    names = tuple(folder.name for folder in sorted(e for e in root.iterdir() if e.is_dir()))
     if set(names) <= set(pre.class_names):
-        index_of = {name: pre.class_names.index(name) for name in names}
         names = pre.class_names
-    elif any(not name.startswith("class_") for name in pre.class_names):
-        unknown = sorted(set(names) - set(pre.class_names))
-        raise UserInputError(
-            f"{root}: class folder(s) {', '.join(unknown[:5])} are not classes of the model "
-            f"({', '.join(pre.class_names[:10])}{'...' if pre.num_classes > 10 else ''})"
-        )
-    else:
-        index_of = {name: position for position, name in enumerate(names)}
     height, width = pre.input_size
     method = resample_filter(pre.resample)  # the model's own filter (a preprocessor config's)
-    images, labels = [], []
-    for folder in folders:
-        files = sorted(f for f in folder.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
-        for file in files:
-            try:
-                with Image.open(file) as image:
-                    mode = "L" if pre.channels == 1 else "RGB"
-                    image = image.convert(mode).resize((width, height), method)
-                    array = np.asarray(image, np.float32) / 255.0
-            except (UnidentifiedImageError, OSError, ValueError) as exc:
-                raise UserInputError(f"{file}: image does not decode ({exc})") from None
-            images.append(array.reshape(height, width, pre.channels))
-            labels.append(index_of[folder.name])
-    if not images:
-        raise UserInputError(f"{root}: the class folders hold no images ({', '.join(names[:5])})")
-    return np.stack(images), np.asarray(labels, np.int64), names
+    images = []
+    for file in files:
+        try:
+            with Image.open(file) as image:
+                mode = "L" if pre.channels == 1 else "RGB"
+                image = image.convert(mode).resize((width, height), method)
+                array = np.asarray(image, np.float32) / 255.0
+        except (UnidentifiedImageError, OSError, ValueError) as exc:
+            raise UserInputError(f"{file}: image does not decode ({exc})") from None
+        images.append(array.reshape(height, width, pre.channels))
+    return np.stack(images), labels, names
 
 
 def _npz(path: Path, pre: Preprocess) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:

@@ -35,6 +35,7 @@ class ExecuTorchTarget(Target):
             "census",
             "coverage",
             "describe",
+            "golden_files",
             "layer_errors",
             "official_runner",
             "planned_memory",
@@ -42,6 +43,7 @@ class ExecuTorchTarget(Target):
         }
     )
     role_modules: ClassVar[dict[str, str]] = {
+        "golden_files": "golden",
         "planned_memory": "memory",
     }
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from edgekit.common.fileio import temporary_directory
 from edgekit.targets import register
@@ -38,8 +38,17 @@ class OnnxTarget(Target):
     peak_module = "edgekit.targets.onnx.peak"
     guest_modules = ("onnxruntime",)
     roles = frozenset(
-        {"census", "coverage", "describe", "layer_errors", "official_runner", "profile"}
+        {
+            "census",
+            "coverage",
+            "describe",
+            "golden_files",
+            "layer_errors",
+            "official_runner",
+            "profile",
+        }
     )
+    role_modules: ClassVar[dict[str, str]] = {"golden_files": "golden"}
     session_options = ("provider", *(knob.name for knob in KNOBS))  # provider: cuda or tensorrt
     tuning_knobs = KNOBS
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from edgekit.common.fileio import raise_disk_error, temporary_directory
 from edgekit.common.quiet import quiet_native, quiet_python
@@ -77,8 +77,17 @@ class TFLiteTarget(Target):
     peak_module = "edgekit.targets.tflite.peak"
     guest_modules = ("ai_edge_litert",)
     roles = frozenset(
-        {"census", "coverage", "describe", "layer_errors", "official_runner", "profile"}
+        {
+            "census",
+            "coverage",
+            "describe",
+            "golden_files",
+            "layer_errors",
+            "official_runner",
+            "profile",
+        }
     )
+    role_modules: ClassVar[dict[str, str]] = {"golden_files": "golden"}
 
     def unsupported_reason(
         self, recipe: str, source: SourceModel, io_dtype: str = "float32"

@@ -5,6 +5,17 @@ from __future__ import annotations
 import re
 
 from edgekit.targets.base import OfficialRunner
+from edgekit.targets.session import TensorSpec
+
+# benchmark_model reads an input tensor's raw bytes from a file named per input layer and writes
+# every output's raw bytes, one after the other, to one file (LiteRT 2.3.0, litert/version.bzl;
+# the same code, 9 lines earlier, in v2.2.0), tflite/tools/benchmark/benchmark_tflite_model.cc:
+# --input_layer_value_files "name:path" (flag at :765, split at :500, read as raw bytes that must
+# be the tensor's size at :1001-1050); a name there must be in --input_layer, with one
+# --input_layer_shape per name (:444-456, :366); names are matched to the model's inputs by
+# position, a different name is only warned about (:1229-1236), so edgekit names it "input";
+# --output_filepath (flag at :820, written by OutputSaver at :207-218 when the runs end)
+INPUT_NAME = "input"
 
 
 def command(runner: str, model: str, threads: int, runs: int, gpu: bool) -> list[str]:  # noqa: FBT001 (OfficialRunner.command is called positionally)
@@ -75,7 +86,36 @@ def _memory(output: str) -> dict[str, float]:
     return figures
 
 
-RUNNER = OfficialRunner("EDGEKIT_BENCHMARK_MODEL", command, parse)
+def golden_command(
+    runner: str, model: str, tensor: str, output: str, given: TensorSpec
+) -> list[str]:
+    """One run on the raw input file ``tensor``; the outputs' raw bytes go to ``output``."""
+    return [
+        runner,
+        f"--graph={model}",
+        "--num_threads=1",
+        "--warmup_runs=1",
+        "--num_runs=1",
+        "--min_secs=0",
+        "--use_xnnpack=true",
+        f"--input_layer={INPUT_NAME}",
+        f"--input_layer_shape={','.join(str(d) for d in given.shape)}",
+        f"--input_layer_value_files={INPUT_NAME}:{tensor}",
+        f"--output_filepath={output}",
+    ]
+
+
+def golden_output(output: str) -> str:
+    return output  # the file named by --output_filepath itself
+
+
+RUNNER = OfficialRunner(
+    "EDGEKIT_BENCHMARK_MODEL",
+    command,
+    parse,
+    golden_command=golden_command,
+    golden_output=golden_output,
+)
 
 
 def official_runner() -> OfficialRunner:
