@@ -260,9 +260,16 @@ def test_builtin_int8_kernels_differ_between_arm_and_x86(export_digits):
     record = evaluate_artifact(str(artifact.path), device=builtin, limit=SAMPLES)
     figures = record.versus_host
     assert record.label.endswith("-builtin") and record.runtime["kernels"] == "builtin"
-    assert 0.0 < figures["max_abs_diff"] < 1.0, figures
-    assert figures["argmax_agreement"] >= 0.97
+    # Bounds by the kernels' definition, not this CPU's bit pattern: both sides dequantize int8
+    # outputs with one scale, so they differ by a whole number of output steps (the point: not
+    # zero); the builtin kernels round each requantization differently, never by a wrong
+    # result, so the gap stays a few steps, far below the int8 output's own range of 255 steps.
+    step = _grid_step(artifact)
+    steps = figures["max_abs_diff"] / step
+    assert steps >= 1 - 1e-3 and abs(steps - round(steps)) < 1e-3, (steps, figures)
+    assert round(steps) <= 16, (steps, figures)
     assert not device_vs_host_gate(record, 1e-6).passed
+    assert device_vs_host_gate(record, 16 * step * 1.001).passed
 
 
 @pytest.mark.arm64

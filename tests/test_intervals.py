@@ -133,7 +133,7 @@ def test_a_budget_too_short_stops_the_measuring_and_says_so():
     assert result.stopped == STOPPED_BUDGET
     assert result.widest() > 0.01
     assert len(set(result.sessions_used)) > FIXED.sessions  # it went on while the budget held
-    assert result.seconds <= 40.0  # simulated seconds: and stopped before exceeding it
+    assert result.seconds <= 40.0  # structural: simulated seconds, stopped within the budget
 
 
 def test_new_sessions_get_the_rounds_that_buy_the_most_precision_per_second():
