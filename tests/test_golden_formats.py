@@ -159,7 +159,7 @@ def test_the_runner_dequantizes_an_integer_output(capsys, export_digits, bundles
 def test_the_bpte_passes_executorchs_own_bundled_program_check(
     capsys, export_digits, bundles, tmp_path
 ):
-    from edgekit.targets.executorch.golden import bundled_program
+    from edgekit.targets.executorch.golden_files import bundled_program
 
     bundle = bundles(capsys, export_digits("executorch", "int8"))
     assert "program.bpte" in spec_of(bundle)["runtime_files"].values()

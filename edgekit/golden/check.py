@@ -119,7 +119,21 @@ def check_bundle(
             f"tolerance for {device.name} (make it where {device.name} runs)"
         )
     got, runtime = device.predict(artifact, samples, threads)
-    comparison = compare(got, bundle.expected_logits(), atol)
+    return _checked(bundle, artifact, device, got, runtime, mismatch=mismatch, atol=atol)
+
+
+def _checked(
+    bundle: Bundle,
+    artifact: Artifact,
+    device: Any,
+    got: np.ndarray,
+    runtime: dict[str, Any],
+    *,
+    mismatch: str | None,
+    atol: float,
+    note: str | None = None,
+) -> GoldenCheck:
+    """The device's outputs against the bundle's expected ones, as a GoldenCheck."""
     return GoldenCheck(
         bundle=str(bundle.root),
         artifact=str(artifact.path),
@@ -128,8 +142,9 @@ def check_bundle(
         inputs_match=mismatch is None,
         input_mismatch=mismatch,
         atol=atol,
-        comparison=comparison,
+        comparison=compare(got, bundle.expected_logits(), atol),
         runtime=runtime,
+        note=note,
     )
 
 
@@ -155,16 +170,7 @@ def _check_by_files(bundle: Bundle, artifact: Artifact, device: Any) -> GoldenCh
                 path.write_bytes(tensor_input(samples[index : index + 1], given).tobytes())
                 files.append(path)
         got, runtime = device.golden_outputs(artifact, files)
-    atol = bundle.atol  # the runners run CPU kernels
-    return GoldenCheck(
-        bundle=str(bundle.root),
-        artifact=str(artifact.path),
-        device=device.name,
-        same_file=artifact.manifest.file.sha256 == bundle.spec["artifact"]["sha256"],
-        inputs_match=mismatch is None,
-        input_mismatch=mismatch,
-        atol=atol,
-        comparison=compare(got, bundle.expected_logits(), atol),
-        runtime=runtime,
-        note=RUNNER_NOTE,
+    cpu_atol = bundle.atol  # the runners run CPU kernels
+    return _checked(
+        bundle, artifact, device, got, runtime, mismatch=mismatch, atol=cpu_atol, note=RUNNER_NOTE
     )

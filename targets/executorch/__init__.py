@@ -42,10 +42,7 @@ class ExecuTorchTarget(Target):
             "profile",
         }
     )
-    role_modules: ClassVar[dict[str, str]] = {
-        "golden_files": "golden",
-        "planned_memory": "memory",
-    }
+    role_modules: ClassVar[dict[str, str]] = {"planned_memory": "memory"}
 
     def export(self, request: ExportRequest) -> ExportInfo:
         import torch

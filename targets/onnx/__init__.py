@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from edgekit.common.fileio import temporary_directory
 from edgekit.targets import register
@@ -48,7 +48,6 @@ class OnnxTarget(Target):
             "profile",
         }
     )
-    role_modules: ClassVar[dict[str, str]] = {"golden_files": "golden"}
     session_options = ("provider", *(knob.name for knob in KNOBS))  # provider: cuda or tensorrt
     tuning_knobs = KNOBS
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from edgekit.common.fileio import raise_disk_error, temporary_directory
 from edgekit.common.quiet import quiet_native, quiet_python
@@ -87,7 +87,6 @@ class TFLiteTarget(Target):
             "profile",
         }
     )
-    role_modules: ClassVar[dict[str, str]] = {"golden_files": "golden"}
 
     def unsupported_reason(
         self, recipe: str, source: SourceModel, io_dtype: str = "float32"
