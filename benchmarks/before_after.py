@@ -141,7 +141,7 @@ def markdown(commit: str, pools: list[dict]) -> list[str]:
             "- old / new is the geometric mean of the per-round ratios of block medians; above 1 "
             "the new code is faster. Its 95 % interval comes from the spread between the "
             "sessions the rounds ran in, from the two-level fit (each side reopened between "
-            "them; edgekit.common.stats.fit_two_levels). Target: no row "
+            "them; edgekit.common.two_levels.fit_two_levels). Target: no row "
             "slower.",
         ],
     )

@@ -272,7 +272,7 @@ def markdown(results: dict) -> list[str]:
             "between them, and sessions were added until every interval was within "
             f"{100 * (protocol.precision or 0):g} % of its ratio or {protocol.budget_s:g} s ran "
             "out. Every ratio's 95 % interval comes from the two-level fit (rounds within "
-            "sessions, sessions within sides; edgekit.common.stats.fit_two_levels).",
+            "sessions, sessions within sides; edgekit.common.two_levels.fit_two_levels).",
             "- % of peak: the achieved rate over the machine's peak of the arithmetic that runs "
             "(int8 where an int8 recipe runs most compute ops in int8, fp16 where most MACs "
             "compute in float16, as ExecuTorch's fp16 does, fp32 otherwise), named in the cell. "

@@ -114,6 +114,10 @@ def stopping_line(pool: dict) -> str:
         f"measured in {pool.get('sessions')} session(s) of every side, {pool.get('rounds')} "
         f"interleaved rounds, {pool.get('seconds') or 0:.0f} s; stopped on {why}"
     )
+    alone = pool.get("reopened_alone") or {}
+    if alone:
+        named = ", ".join(f"{label} {count} more" for label, count in alone.items())
+        line += f"; sessions of a side whose own spread is wider, reopened by itself: {named}"
     if not pool.get("reopened", True):
         line += "; the device cannot reopen a session, so its sessions differ only in time"
     return line

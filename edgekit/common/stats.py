@@ -179,28 +179,13 @@ def median_interval(
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-# --- two levels: rounds within sessions, sessions within sides (Kalibera and Jones, 2013) ---
-#
-# A side's log latency in round r of session k: mu_side + round_r + session_(side,k) + noise.
-# Interleaving puts every side in every round, so round_r (the machine's minute) cancels in any
-# ratio; what is left are the sessions (a new process: where kernels and buffers landed) and the
-# rounds' noise within them. Both are estimated from the pool's own data, as the two-way
-# analysis of variance of a sides x sessions table: each side's session figures, the sessions'
-# common drift removed, leave its interaction with the sessions (sigma_session^2 + the rounds'
-# share). That mean square is pooled over the sides, which gives every ratio (sides - 1) x
-# (sessions - 1) degrees of freedom; a side whose own sessions spread far more than the pool's
-# (Shukla's stability variance, an F test at 2 %) keeps its own, wider variance, and the pool is
-# estimated again without it. At 2 %, seeded simulations (tests/test_intervals.py) keep the
-# coverage of a pool of alike sides within 93-97 %; a looser test flags, and drops from the
-# pool, sides that merely drew the largest residuals, and the pool comes out too narrow.
-
-HETEROGENEITY_LEVEL = 0.02
+# --- two levels: each side's level, and ratios of levels (the fit: edgekit.common.two_levels) ---
 
 
 @dataclass(frozen=True)
 class LevelFit:
     """One side's estimate from a two-level fit: its mean log latency (the mean of its session
-    means), the variance of that mean, and its degrees of freedom."""
+    figures), the variance of that mean, and its degrees of freedom."""
 
     log_level: float
     variance: float
@@ -225,92 +210,6 @@ class TwoLevelFit:
     session_var: float  # between sessions of one side (beyond the rounds' noise)
     round_var: float  # between rounds within one session
     rounds_per_session: float
-
-
-def fit_two_levels(log_rounds: np.ndarray, sessions: np.ndarray | list[int]) -> TwoLevelFit:
-    """The two-level fit of ``log_rounds`` (sides x rounds: the log of each block's median) whose
-    rounds ran in ``sessions`` (a label per round; every side reopened between sessions).
-
-    With one session the rounds are the only level: each side's variance is the rounds' spread
-    of the pair-free two-way residuals (the sessions' own offsets cannot be seen, and the
-    caller's report says so)."""
-    values = np.asarray(log_rounds, dtype=np.float64)
-    labels = np.asarray(sessions)
-    count, _ = values.shape
-    keys = list(dict.fromkeys(labels.tolist()))
-    # a session's figure is the median of its rounds: one block that a passing load slowed
-    # (a VM's noise comes in bursts shorter than a round) moves it less than it moves a mean
-    cells = np.stack([np.median(values[:, labels == key], axis=1) for key in keys], axis=1)
-    per_session = np.array([(labels == key).sum() for key in keys], dtype=np.float64)
-    means = np.stack([values[:, labels == key].mean(axis=1) for key in keys], axis=1)
-    within = values - means[:, [keys.index(label) for label in labels.tolist()]]
-    within = within - within.mean(axis=0, keepdims=True)  # each round's drift, common to all
-    round_freedom = max((count - 1) * (len(labels) - len(keys)), 1)
-    round_var = float((within**2).sum() / round_freedom)
-    rounds_mean = float(per_session.mean())
-    if len(keys) < 2 or count < 2:
-        # one session: the rounds are the units (no session variance can be seen)
-        variance = round_var / len(labels)
-        fits = [
-            LevelFit(float(values[s].mean()), variance, float(round_freedom), len(keys))
-            for s in range(count)
-        ]
-        return TwoLevelFit(fits, 0.0, round_var, rounds_mean)
-    sessions_n = len(keys)
-    pooled, freedom = _interaction(cells)
-    own = _own_variances(cells, pooled)
-    kept = [side for side in range(count) if side not in own]
-    if own and len(kept) >= 2:
-        # the pool again without them: a wild side's sessions also move the sessions' common
-        # drift, which every other side's residuals would carry otherwise
-        pooled, freedom = _interaction(cells[kept])
-        drift = cells[kept].mean(axis=0)
-        own = {side: max(float(np.var(cells[side] - drift, ddof=1)), pooled) for side in own}
-    fits = []
-    for side in range(count):
-        cell_var, side_freedom = (own[side], sessions_n - 1) if side in own else (pooled, freedom)
-        fits.append(
-            LevelFit(
-                float(cells[side].mean()),
-                cell_var / sessions_n,
-                float(side_freedom),
-                sessions_n,
-                side in own,
-            )
-        )
-    session_var = max(pooled - round_var / rounds_mean, 0.0)
-    return TwoLevelFit(fits, session_var, round_var, rounds_mean)
-
-
-def _interaction(cells: np.ndarray) -> tuple[float, int]:
-    """The sides x sessions interaction's mean square (the variance of one side's session
-    figure about its level, the sessions' common drift removed) and its degrees of freedom."""
-    sides, sessions_n = cells.shape
-    freedom = max((sides - 1) * (sessions_n - 1), 1)
-    return float((_residual(cells) ** 2).sum() / freedom), freedom
-
-
-def _residual(cells: np.ndarray) -> np.ndarray:
-    """Each side's session figures less its level and the sessions' common drift."""
-    return (
-        cells - cells.mean(axis=1, keepdims=True) - cells.mean(axis=0, keepdims=True) + cells.mean()
-    )
-
-
-def _own_variances(cells: np.ndarray, pooled: float) -> dict[int, float]:
-    """The sides whose sessions spread beyond the pool's (Shukla's unbiased per-side variance of
-    the interaction, over the pooled one: an F test at ``HETEROGENEITY_LEVEL``), with that
-    variance; none with fewer than three sides (two sides share one interaction)."""
-    count, sessions_n = cells.shape
-    if count < 3 or pooled <= 0.0:
-        return {}
-    per_side = (_residual(cells) ** 2).sum(axis=1)
-    freedom = sessions_n - 1
-    shukla = count / ((count - 2) * freedom) * per_side - per_side.sum() / (
-        (count - 1) * (count - 2) * freedom
-    )
-    limit = pooled * stats.f.ppf(1.0 - HETEROGENEITY_LEVEL, freedom, (count - 1) * freedom)
-    return {side: float(value) for side, value in enumerate(shukla) if value > limit}
 
 
 def combined(levels: list[LevelFit]) -> LevelFit:

@@ -120,7 +120,7 @@ def measure_interleaved(
         record.latency_fit = result.level(side).to_dict()
         if record.artifact and record.target:
             record.memory = session_memory(record, timer.memory)
-        record.round_sessions = result.sessions_used
+        record.round_sessions = result.sessions_of(side)
         record.rounds_disturbed = sum(result.disturbed)
         record.disturbed = record.rounds_disturbed > 0 and len(result.rounds_used) == len(
             result.disturbed
@@ -223,11 +223,15 @@ def bench_artifacts(
 
 
 def decision_pairs(timed: list[LatencyRecord]) -> list[tuple[int, int]]:
-    """The ratios the decision needs, by side: artifact against artifact (the speed groups);
-    with one artifact, its speed-up over its baseline."""
+    """The ratios the decision needs, by side: artifact against artifact (the speed groups),
+    and each artifact's speed-up over the baseline of its model (the figure a report leads
+    with)."""
     artifacts = [side for side, record in enumerate(timed) if record.artifact]
-    others = artifacts if len(artifacts) > 1 else range(len(timed))
-    return [(a, b) for a in others for b in others if a < b]
+    pairs = [(a, b) for a in artifacts for b in artifacts if a < b]
+    for side, record in enumerate(timed):
+        if not record.artifact:
+            pairs += [(a, side) for a in artifacts if timed[a].model == record.model]
+    return pairs
 
 
 def _source_key(artifact: Artifact) -> str | None:

@@ -10,7 +10,7 @@ moves a latency by several percent from one process to the next. So the rounds r
 every side is reopened (a new process for a host worker) between them, all in the same rounds,
 and a ratio's interval comes from a model with both levels, rounds within sessions and sessions
 within sides, each level's variance estimated from the pool's own data
-(``edgekit.common.stats.fit_two_levels``).
+(``edgekit.common.two_levels.fit_two_levels``).
 
 How much to measure is decided as it goes (Kalibera and Jones, 2013): after the planned
 sessions, while any interval the decision needs is wider than ``protocol.precision`` of its
@@ -24,8 +24,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -33,17 +32,24 @@ from edgekit.common.stats import (
     LevelFit,
     TwoLevelFit,
     combined,
-    fit_two_levels,
     level_ratio,
     relative_half_width,
 )
+from edgekit.common.two_levels import fit_two_levels
 from edgekit.errors import EdgekitError
+from edgekit.measure.sessions import (
+    ALONE_COPIES,
+    reopen_alone,
+    reopen_cost,
+    reopen_sides,
+    rounds_per_session,
+    session_plan,
+    wild_sides,
+)
 from edgekit.worker.interference import wait_for_quiet
 from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol, NoiseGuard
 
 MIN_CLEAN_ROUNDS = 3
-MIN_ROUNDS_PER_SESSION = 2
-MAX_ROUNDS_PER_SESSION = 40
 
 # why the measuring stopped (``Interleaved.stopped``)
 STOPPED_PLAN = "plan"  # no stopping rule: the planned sessions
@@ -63,10 +69,15 @@ class Interleaved:
     rounds_used: list[int] = field(default_factory=list)
     settle: float | None = None  # others' CPU (cores) when the rounds began
     failed: dict[int, str] = field(default_factory=dict)  # side -> why it stopped
-    session_of_round: list[int] = field(default_factory=list)  # which session each round ran in
+    session_of_round: list[int] = field(default_factory=list)  # the pool's reopenings before it
+    # [side][round]: which of its own sessions a side ran each round in (a side whose sessions
+    # spread far beyond the pool's may be reopened alone, so sides' counts differ)
+    side_sessions: list[list[int]] = field(default_factory=list)
     stopped: str = STOPPED_PLAN
     seconds: float = 0.0  # the measuring's wall time, reopening included
     reopens_s: list[float] = field(default_factory=list)  # each reopening of every side
+    reopened_alone: dict[int, int] = field(default_factory=dict)  # side -> sessions it had alone
+    alone_reopens_s: list[float] = field(default_factory=list)  # per side, each reopening alone
     precision: float | None = None
     reopened: bool = True  # False: a side cannot start another session (its rounds differ
     # only in time, and the intervals cannot see a session's own offset)
@@ -91,13 +102,20 @@ class Interleaved:
         """``side``'s p50 in each session the rounds used (or ``rounds``) ran in, in order."""
         sessions: dict[int, list[Block]] = {}
         for r in self.rounds_used if rounds is None else rounds:
-            sessions.setdefault(self.session_of_round[r], []).append(self.blocks[side][r])
+            label = (self.side_sessions[side] if self.side_sessions else self.session_of_round)[r]
+            sessions.setdefault(label, []).append(self.blocks[side][r])
         return [_median_of(blocks) for _, blocks in sorted(sessions.items())]
 
     @property
     def sessions_used(self) -> list[int]:
-        """The session of each round the statistics use."""
+        """The pool's reopening each round the statistics use ran after."""
         return [self.session_of_round[r] for r in self.rounds_used]
+
+    def sessions_of(self, side: int) -> list[int]:
+        """``side``'s own session of each round the statistics use (the pool's, where no side
+        was reopened alone)."""
+        sessions = self.side_sessions[side] if self.side_sessions else self.session_of_round
+        return [sessions[r] for r in self.rounds_used]
 
     @property
     def alive(self) -> list[int]:
@@ -111,7 +129,7 @@ class Interleaved:
         key = (tuple(alive), tuple(self.rounds_used), len(self.session_of_round))
         if getattr(self, "_fit_key", None) != key:
             logs = np.log([[self.blocks[s][r].median_ms for r in self.rounds_used] for s in alive])
-            self._fit = fit_two_levels(logs, self.sessions_used)
+            self._fit = fit_two_levels(logs, [self.sessions_of(s) for s in alive])
             self._fit_key = key
         return self._fit
 
@@ -147,9 +165,13 @@ class Interleaved:
     def summary(self) -> dict[str, object]:
         """How the measuring went, as a results file keeps it for the pool."""
         fit = self.fit()
-        sessions = sorted(set(self.sessions_used))
+        alive = self.alive or range(len(self.labels))
+        every = min(len(set(self.sessions_of(side))) for side in alive) if self.side_sessions else 0
         return {
-            "sessions": len(sessions),
+            "sessions": every,
+            "reopened_alone": {
+                self.labels[side]: count for side, count in sorted(self.reopened_alone.items())
+            },
             "rounds": len(self.rounds_used),
             "stopped": self.stopped,
             "precision": self.precision,
@@ -189,24 +211,6 @@ def block_sizes(timers: list[BlockTimer], protocol: LatencyProtocol) -> tuple[li
     return runs, min(needed, cap or needed)
 
 
-def session_plan(rounds: int, sessions: int) -> list[int]:
-    """The planned rounds of each session: ``rounds`` split into ``sessions`` near-equal
-    stretches, each of at least ``MIN_ROUNDS_PER_SESSION`` (fewer sessions where the rounds are
-    few)."""
-    count = max(1, min(sessions, rounds // MIN_ROUNDS_PER_SESSION))
-    edges = [round(k * rounds / count) for k in range(count + 1)]
-    return [edges[k + 1] - edges[k] for k in range(count)]
-
-
-def rounds_per_session(fit: TwoLevelFit, session_cost_s: float, round_cost_s: float) -> int:
-    """The rounds of a new session that buy the most precision per second (Kalibera and Jones):
-    sqrt(session cost / round cost x round variance / session variance), within bounds."""
-    if fit.session_var <= 0.0 or round_cost_s <= 0.0:
-        return MAX_ROUNDS_PER_SESSION if fit.round_var > 0.0 else MIN_ROUNDS_PER_SESSION
-    best = math.sqrt(session_cost_s / round_cost_s * fit.round_var / fit.session_var)
-    return int(min(MAX_ROUNDS_PER_SESSION, max(MIN_ROUNDS_PER_SESSION, round(best))))
-
-
 def interleave(
     timers: list[BlockTimer],
     protocol: LatencyProtocol,
@@ -230,6 +234,7 @@ def interleave(
     started = clock()
     runs, rounds = block_sizes(timers, protocol)
     result = Interleaved([timer.label for timer in timers], runs, [[] for _ in timers])
+    result.side_sessions = [[] for _ in timers]
     result.precision = protocol.precision
     if guard.enabled:
         reading = wait_for_quiet(guard.threshold, max_wait_s=guard.settle_max_s)
@@ -237,9 +242,11 @@ def interleave(
     plan = session_plan(rounds, protocol.sessions)
     open_question = decided is not None or protocol.precision is not None
     round_costs: list[float] = []
+    counters = [0] * len(timers)  # each side's sessions so far
     session = 0
     while True:
         planned = plan[session] if session < len(plan) else None
+        alone: list[int] | None = None  # the sides to reopen by themselves (None: every side)
         if planned is None:
             if not open_question:
                 result.stopped = STOPPED_PLAN
@@ -250,26 +257,62 @@ def interleave(
                 result.stopped = why
                 break
             fit = result.fit()
-            session_cost = result.reopens_s[-1] if result.reopens_s else 0.0
+            if decided is None and result.reopened and protocol.precision is not None:
+                alone = wild_sides(result, pairs, protocol.precision)
+            session_cost = reopen_cost(result, alone)
             round_cost = statistics.mean(round_costs) if round_costs else 0.0
-            planned = rounds_per_session(fit, session_cost, round_cost) if fit else plan[-1]
-            needed = protocol.session_gap_s + session_cost + planned * round_cost
+            if fit is None:
+                planned = plan[-1]
+            elif alone is None:
+                planned = rounds_per_session(fit, session_cost, round_cost)
+            else:
+                # the wild sides' own session variance decides how long their sessions run
+                own = max(result.level(side).variance * result.level(side).sessions
+                          for side in alone)  # fmt: skip
+                spread = replace(
+                    fit, session_var=max(own - fit.round_var / fit.rounds_per_session, 0.0)
+                )
+                planned = rounds_per_session(spread, session_cost, round_cost, least=1)
+            copies = 1 if alone is None else ALONE_COPIES
+            needed = protocol.session_gap_s + copies * (session_cost + planned * round_cost)
             if clock() - started + needed > protocol.budget_s:
                 result.stopped = STOPPED_BUDGET
                 break
             if session >= protocol.max_sessions:
                 result.stopped = STOPPED_SESSIONS
                 break
-        if session > 0:
-            if protocol.session_gap_s > 0:
-                say(f"waiting {protocol.session_gap_s:.0f} s before session {session + 1}")
-                time.sleep(protocol.session_gap_s)
-            reopening = clock()
-            _reopen(timers, result)
-            result.reopens_s.append(clock() - reopening)
-        say(f"session {session + 1}: {planned} round(s) of every side")
-        _run_session(timers, result, runs=runs, planned=planned, session=session, guard=guard,
-                     round_costs=round_costs, clock=clock, say=say)  # fmt: skip
+        if session > 0 and protocol.session_gap_s > 0:
+            say(f"waiting {protocol.session_gap_s:.0f} s before session {session + 1}")
+            time.sleep(protocol.session_gap_s)
+        reopening = clock()
+        if alone is None:
+            if session > 0:
+                for side in reopen_sides(timers, result):
+                    counters[side] += 1
+                result.reopens_s.append(clock() - reopening)
+            say(f"session {session + 1}: {planned} round(s) of every side")
+            _run_session(timers, result, runs=runs, planned=planned, session=session,
+                         guard=guard, round_costs=round_costs, counters=counters, clock=clock,
+                         say=say)  # fmt: skip
+        else:
+            opened = reopen_alone(timers, result, alone, ALONE_COPIES)
+            started_sessions = sum(len(timers_of) for timers_of in opened.values())
+            if started_sessions:
+                result.alone_reopens_s.append((clock() - reopening) / started_sessions)
+            named = ", ".join(result.labels[side] for side in opened)
+            say(f"session {session + 1}: {named} in {ALONE_COPIES} new process(es) at once, "
+                f"{planned} round(s) each")  # fmt: skip
+            for index in range(max((len(one) for one in opened.values()), default=0)):
+                for side, timers_of in opened.items():
+                    if index < len(timers_of):
+                        if index:
+                            timers[side].close()  # the copy before: its rounds are done
+                        timers[side] = timers_of[index]
+                        counters[side] += 1
+                        result.reopened_alone[side] = result.reopened_alone.get(side, 0) + 1
+                _run_session(timers, result, runs=runs, planned=planned, session=session,
+                             guard=guard, round_costs=round_costs, counters=counters,
+                             clock=clock, say=say)  # fmt: skip
         if len(result.failed) == len(timers):
             result.stopped = STOPPED_FAILED
             break
@@ -304,10 +347,12 @@ def _run_session(
     session: int,
     guard: NoiseGuard,
     round_costs: list[float],
+    counters: list[int],
     clock: Callable[[], float],
     say: Callable[[str], None],
 ) -> None:
-    """``planned`` counted rounds of session ``session``; a disturbed round earns another."""
+    """``planned`` counted rounds of session ``session`` (each side in its session
+    ``counters[side]``); a disturbed round earns another."""
     counted = extra = 0
     while counted < planned:
         began = clock()
@@ -331,6 +376,8 @@ def _run_session(
         )
         result.disturbed.append(disturbed)
         result.session_of_round.append(session)
+        for side, count in enumerate(counters):
+            result.side_sessions[side].append(count)
         round_costs.append(clock() - began)
         if disturbed and extra < guard.retries * planned:
             extra += 1  # one more round in this session for each disturbed one
@@ -340,34 +387,13 @@ def _run_session(
             say(f"round {len(result.disturbed)}")
 
 
-def _reopen(timers: list[BlockTimer], result: Interleaved) -> None:
-    """Every live side in a new session, in place (the caller closes what ``timers`` holds),
-    all at once: no block is timed meanwhile, and starting a process is mostly waiting."""
-    live = [side for side in range(len(timers)) if side not in result.failed]
-
-    def reopen(side: int) -> BlockTimer | EdgekitError:
-        try:
-            return timers[side].reopen()
-        except EdgekitError as exc:
-            return exc
-
-    with ThreadPoolExecutor(max_workers=max(1, len(live))) as pool:
-        reopened = list(pool.map(reopen, live))
-    for side, timer in zip(live, reopened, strict=True):
-        if isinstance(timer, EdgekitError):
-            result.failed[side] = str(timer)
-            continue
-        if timer is timers[side]:
-            result.reopened = False
-        timers[side] = timer
-
-
 def _choose_rounds(result: Interleaved, timers: list[BlockTimer], rounds: int) -> None:
     """The rounds the statistics use: the clean ones, while enough of them remain."""
     alive = [side for side in range(len(timers)) if side not in result.failed]
     complete = min((len(result.blocks[side]) for side in alive), default=0)
     result.disturbed = result.disturbed[:complete]
     result.session_of_round = result.session_of_round[:complete]
+    result.side_sessions = [sessions[:complete] for sessions in result.side_sessions]
     clean = [r for r, bad in enumerate(result.disturbed) if not bad]
     enough = max(MIN_CLEAN_ROUNDS, rounds // 2)
     result.rounds_used = clean if len(clean) >= enough else list(range(len(result.disturbed)))

@@ -61,6 +61,9 @@ class SimulatedSide(BlockTimer):
         self.machine.now += self.machine.reopen_s
         return SimulatedSide(self.label, self.true_ms, self.session_sd, self.round_sd, self.machine)
 
+    def reopen_many(self, count: int) -> list[BlockTimer]:
+        return [self.reopen() for _ in range(count)]
+
     def block(self, runs: int) -> Block:
         drift = self.machine.offset()
         noise = float(self.machine.rng.normal(0.0, self.round_sd))

@@ -228,6 +228,11 @@ class BlockTimer:
         another session returns itself (its rounds then differ only in time)."""
         return self
 
+    def reopen_many(self, count: int) -> list[BlockTimer]:
+        """``count`` new sessions of the same thing open at once, this one released (a timer
+        that can start only one at a time gives one)."""
+        return [self.reopen()]
+
     def close(self) -> None:
         """Release the session (and record ``peak_rss_mb`` where known)."""
 

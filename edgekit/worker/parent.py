@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -227,6 +228,33 @@ class WorkerTimer(BlockTimer):
         again.load_ms, again.first_ms = self.load_ms, self.first_ms  # the first session's
         again.runtime = {**self.runtime, **again.runtime}  # what a device added to the first
         return again
+
+    def reopen_many(self, count: int) -> list[BlockTimer]:
+        """``count`` new child processes started at once (their imports overlap where the
+        machine has cores to spare); this one is closed first. If one cannot start, none is
+        kept open."""
+        if count < 2:
+            return [self.reopen()]
+        self.close()
+
+        def start(_: int) -> WorkerTimer | EdgekitError:
+            try:
+                return self.again()
+            except EdgekitError as exc:
+                return exc
+
+        with ThreadPoolExecutor(max_workers=count) as pool:
+            started = list(pool.map(start, range(count)))
+        failed = [one for one in started if isinstance(one, EdgekitError)]
+        if failed:
+            for one in started:
+                if not isinstance(one, EdgekitError):
+                    one.close()
+            raise failed[0]
+        for one in started:
+            one.load_ms, one.first_ms = self.load_ms, self.first_ms
+            one.runtime = {**self.runtime, **one.runtime}
+        return started
 
     def again(self) -> WorkerTimer:
         """A new session of the same request (a subclass that holds more makes its own)."""
