@@ -84,6 +84,21 @@ def test_a_reopened_session_is_a_new_process_of_the_same_file(export_digits):
         second.close()
 
 
+def test_a_side_reopened_alone_starts_its_new_processes_at_once(export_digits):
+    device = get_device("cpu")
+    first = device.timer(export_digits("onnx", "fp32"), 1, None, QUICK, 60)
+    copies = first.reopen_many(2)
+    try:
+        pids = {copy._worker._process.pid for copy in copies}
+        assert len(pids) == 2 and first._worker._process.pid not in pids
+        assert first._worker._process.poll() is not None  # the old session is released
+        assert all(copy.block(5).median_ms > 0 for copy in copies)
+        assert all(copy.load_ms == first.load_ms for copy in copies)  # the first session's
+    finally:
+        for copy in copies:
+            copy.close()
+
+
 @pytest.mark.parametrize(
     ("crash", "message", "timeout_s"),
     [
@@ -248,8 +263,9 @@ def test_a_budget_too_short_to_decide_is_said_and_bench_still_exits_0(export_dig
                      "--budget-s", "1", "--rounds", "4", "--min-seconds", "0.1",
                      "--no-noise-guard", "--no-baseline")  # fmt: skip
     assert result.code == 0, result.err
-    assert "stopped on the time budget (another session would not fit)" in result.out
-    assert "speed groups, fastest first: 1) onnx/" in result.out
+    said = " ".join(result.out.split())  # as read, whatever width the console wrapped it at
+    assert "stopped on the time budget (another session would not fit)" in said, result.out
+    assert "speed groups, fastest first: 1) onnx/" in said
 
 
 @pytest.mark.timing  # check measures with the noise guard on

@@ -19,7 +19,7 @@ from edgekit.measure.gates import (
     run_accuracy_gates,
     run_latency_gates,
 )
-from edgekit.measure.interleave import Interleaved
+from edgekit.measure.interleaved import Interleaved
 from edgekit.results import Results
 from edgekit.worker.latency import Block
 

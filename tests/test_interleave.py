@@ -12,7 +12,8 @@ import pytest
 
 from edgekit.common.stats import paired_ratio
 from edgekit.errors import UserInputError
-from edgekit.measure.interleave import Interleaved, interleave
+from edgekit.measure.interleave import interleave
+from edgekit.measure.interleaved import Interleaved
 from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol, NoiseGuard, check_session_gap
 
 PLAN = LatencyProtocol(

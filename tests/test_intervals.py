@@ -13,7 +13,8 @@ import pytest
 
 from edgekit.common.ranking import speed_groups
 from edgekit.common.stats import paired_ratio
-from edgekit.measure.interleave import STOPPED_BUDGET, STOPPED_PRECISION, interleave
+from edgekit.measure.interleave import interleave
+from edgekit.measure.interleaved import STOPPED_BUDGET, STOPPED_PRECISION
 from edgekit.measure.sessions import rounds_per_session, session_plan
 from edgekit.measure.simulated import SimulatedMachine, SimulatedSide, simulated_pool
 from edgekit.worker.latency import BlockTimer, LatencyProtocol, NoiseGuard

@@ -184,6 +184,16 @@ def test_stage_and_invoke_run_one_inference(target, artifacts, digits_data):
     assert session.info["threads"] == 2
 
 
+def test_the_census_names_the_float_pool_between_int8_ops(artifacts):
+    from edgekit.targets.onnx.census import census
+
+    path, manifest, _ = artifacts["int8"]
+    trips = census(path, manifest).qdq_pairs
+    # the global pool has no int8 kernel here: it leaves int8 and comes back (the one walk of
+    # edgekit.targets.round_trips, as for every target)
+    assert len(trips) == 1 and "ReduceMean" in trips[0] and trips[0].endswith("float->int8")
+
+
 def test_keep_float_leaves_a_module_in_float(target, digits_model, calibration, tmp_path):
     path, manifest, info = export(
         target, digits_model, "int8", tmp_path, calibration=calibration.x, keep_float=("stem",)

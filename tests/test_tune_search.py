@@ -480,7 +480,7 @@ def test_final_runs_in_sessions_of_at_least_two_rounds():
 def test_a_p50_interval_when_the_clean_rounds_all_fell_in_one_session():
     """Rounds the noise guard set aside in two of three sessions: the prediction still sees
     every session (disturbed ones included) rather than none."""
-    from edgekit.measure.interleave import Interleaved
+    from edgekit.measure.interleaved import Interleaved
     from edgekit.tune.search import p50_interval
 
     session_ms = (1.0, 1.05, 0.97)

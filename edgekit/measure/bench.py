@@ -17,7 +17,8 @@ from edgekit.artifacts.runtime_options import tuned_p50
 from edgekit.common.machine import fingerprint
 from edgekit.devices import DEFAULT_DEVICE, as_device, get_device
 from edgekit.errors import EdgekitError, renamed
-from edgekit.measure.interleave import Interleaved, interleave
+from edgekit.measure.interleave import interleave
+from edgekit.measure.interleaved import Interleaved
 from edgekit.targets import runtime_versions
 from edgekit.worker.latency import BlockTimer, LatencyProtocol, LatencyRecord, NoiseGuard
 from edgekit.worker.parent import WorkerTimer

@@ -18,7 +18,7 @@ from edgekit.devices import DEFAULT_DEVICE, as_device
 from edgekit.errors import UserInputError
 from edgekit.measure.accuracy import AccuracyRecord
 from edgekit.measure.bench import measure_interleaved
-from edgekit.measure.interleave import Interleaved
+from edgekit.measure.interleaved import Interleaved
 from edgekit.results import Results
 from edgekit.worker.latency import LatencyProtocol, LatencyRecord, NoiseGuard
 

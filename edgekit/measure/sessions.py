@@ -20,7 +20,7 @@ from edgekit.errors import EdgekitError
 from edgekit.worker.latency import BlockTimer
 
 if TYPE_CHECKING:
-    from edgekit.measure.interleave import Interleaved
+    from edgekit.measure.interleaved import Interleaved
 
 MIN_ROUNDS_PER_SESSION = 2
 MAX_ROUNDS_PER_SESSION = 40

@@ -23,7 +23,8 @@ from typing import Any
 
 from edgekit.common.stats import session_prediction
 from edgekit.errors import EdgekitError
-from edgekit.measure.interleave import Interleaved, interleave
+from edgekit.measure.interleave import interleave
+from edgekit.measure.interleaved import Interleaved
 from edgekit.targets.knobs import Knob
 from edgekit.worker.latency import BlockTimer, LatencyProtocol, NoiseGuard
 

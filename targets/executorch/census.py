@@ -23,6 +23,7 @@ from edgekit.targets.executorch.coverage import (
 from edgekit.targets.executorch.debug_handles import module_of_handles
 from edgekit.targets.executorch.describe import describe
 from edgekit.targets.manifest import Manifest
+from edgekit.targets.round_trips import DEQUANTIZE, QUANTIZE, OpGraph, round_trips
 
 XNN_MAC = {
     "XNNConv2d",
@@ -125,7 +126,7 @@ def census(path: Path, manifest: Manifest | None = None) -> Census:
     if len(plans) > 1:
         notes.append(f"other methods not counted: {', '.join(sorted(set(plans) - {plan.name}))}")
     found = {"delegate_calls": walk.delegates, "delegate_sources": walk.sources}
-    return Census("executorch", walk.ops, facts.inputs, facts.outputs, _qdq_pairs(walk), notes,
+    return Census("executorch", walk.ops, facts.inputs, facts.outputs, _round_trips(walk), notes,
                   found)  # fmt: skip
 
 
@@ -144,7 +145,8 @@ class _Walk:
         self.ops: list[CensusOp] = []
         self.reads: list[list[Key]] = []
         self.writes: list[list[Key]] = []
-        self.roles: list[str | None] = []  # "q": float -> static int8, "dq": int8 -> float
+        # QUANTIZE: float -> static int8, DEQUANTIZE: int8 -> float
+        self.roles: list[str | None] = []
         self.notes: list[str] = []
         self.sources: list[str] = []  # how each delegate call was read
         self.kernels = self.delegates = 0
@@ -193,7 +195,8 @@ class _Walk:
         role = None
         if "quantize" in base or "choose_qparams" in base:
             op.kind = "quant"
-            role = "dq" if "dequantize" in base else "q" if base.startswith("quantize") else None
+            role = DEQUANTIZE if "dequantize" in base else None
+            role = QUANTIZE if base.startswith("quantize") else role
         elif base in PORTABLE_CASTS:
             source = self.tensor(ins[0]) if ins else None
             cast = source is not None and out is not None
@@ -230,7 +233,7 @@ class _Walk:
                 break
             index = self.reads[producer][0][1]
             producer = self.producer(("v", index))
-        if producer is not None and self.roles[producer] == "dq":
+        if producer is not None and self.roles[producer] == DEQUANTIZE:
             op.weights = "int8"
             op.granularity = (
                 "per-channel" if "per_channel" in self.ops[producer].op else "per-tensor"
@@ -322,8 +325,8 @@ def _xnn_op(node: dict[str, Any], values: dict[int, Any]) -> tuple[CensusOp, str
         op.kind = "quant"
         into = target.get("datatype", "")
         if datatype in XNN_STATIC_INT8 and into in XNN_FLOAT:
-            return op, "dq"
-        return op, "q" if datatype in XNN_FLOAT and into in XNN_STATIC_INT8 else None
+            return op, DEQUANTIZE
+        return op, QUANTIZE if datatype in XNN_FLOAT and into in XNN_STATIC_INT8 else None
     if kind in XNN_DATA:
         op.kind = "data"
         return op, None
@@ -351,48 +354,13 @@ def _xnn_op(node: dict[str, Any], values: dict[int, Any]) -> tuple[CensusOp, str
     return op, None
 
 
-def _qdq_pairs(walk: _Walk) -> list[str]:
-    """Round trips through float or int8 left in the executed graph: a quantize read directly
-    by a dequantize, and a dequantize whose float result passes through ops that are not
-    quantization (a float island, inside or between delegates) into a quantize."""
-    readers: dict[Key, list[int]] = {}
-    for index, reads in enumerate(walk.reads):
-        for key in reads:
-            readers.setdefault(key, []).append(index)
-    makers = {key: index for index, writes in enumerate(walk.writes) for key in writes}
+def _round_trips(walk: _Walk) -> list[str]:
+    """Round trips through float or int8 left in the executed graph, inside or between
+    delegates (``edgekit.targets.round_trips``)."""
 
     def label(index: int) -> str:
         op = walk.ops[index]
         return f"#{index} {op.op}" + (" (portable)" if not op.fast else "")
 
-    def after(index: int) -> list[int]:
-        return sorted({r for key in walk.writes[index] for r in readers.get(key, [])})
-
-    lines = []
-    for index, role in enumerate(walk.roles):
-        if role == "q":
-            for reader in after(index):
-                if walk.roles[reader] == "dq":
-                    lines.append(f"{label(index)} -> {label(reader)}: int8 straight back to float")
-        if role != "dq" or not walk.reads[index]:
-            continue
-        source = walk.reads[index][0]
-        maker = makers.get(source)
-        # a weight dequantize reads a constant; one reading a quantize is reported above
-        if (maker is None and source not in walk.inputs) or (
-            maker is not None and walk.roles[maker] == "q"
-        ):
-            continue
-        island, ends, frontier = [], set(), after(index)
-        while frontier and len(island) < 16:
-            op = frontier.pop(0)
-            if walk.roles[op] == "q":
-                ends.add(op)
-            elif walk.roles[op] is None and op not in island:
-                island.append(op)
-                frontier += after(op)
-        if island and ends:
-            middle = " -> ".join(label(i) for i in sorted(island))
-            tail = ", ".join(label(i) for i in sorted(ends))
-            lines.append(f"{label(index)} int8->float -> {middle} -> {tail} float->int8")
-    return lines
+    graph = OpGraph(walk.reads, walk.writes, walk.roles, frozenset(walk.inputs))
+    return round_trips(graph, label)

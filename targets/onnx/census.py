@@ -26,6 +26,7 @@ from edgekit.targets.onnx import coverage as ort_graph
 from edgekit.targets.onnx.describe import describe
 from edgekit.targets.onnx.names import node_modules, weight_owner
 from edgekit.targets.onnx.session import CPU_PROVIDER, providers
+from edgekit.targets.round_trips import DEQUANTIZE, INT8, QUANTIZE, OpGraph, round_trips
 from edgekit.targets.session import Accelerator
 
 # MAC op -> index of its weight input (activations first, as in ONNX and onnxruntime's contribs)
@@ -81,7 +82,7 @@ def census(path: Path, manifest: Manifest | None = None) -> Census:
         ops=ops,
         inputs=facts.inputs,
         outputs=facts.outputs,
-        qdq_pairs=_round_trips(rt, ops, nodes),
+        qdq_pairs=round_trips(_op_graph(rt), lambda i: _label(ops[i])),
         notes=_notes(ops, len(source.nodes), onnxruntime.__version__, chosen[0]),
         facts={"file_ops": dict(Counter(node.op_type for node in source.nodes)),
                "file_fp16": any(i.data_type == onnx.TensorProto.FLOAT16
@@ -101,6 +102,7 @@ class _Graph:
             for name in node.input:
                 self.consumers[name].append(node)
         self.constants = {init.name for init in graph.initializer}
+        self.inputs = {value.name for value in graph.input} - self.constants
         self.modules = node_modules(self.nodes)  # id(node) -> torch module path, "" unknown
         self.types: dict[str, tuple[int, list[int | None]]] = {
             init.name: (init.data_type, list(init.dims)) for init in graph.initializer
@@ -336,28 +338,28 @@ def _walk_to_mac(node: Any | None, source: _Graph) -> Any | None:
     return start
 
 
-def _round_trips(rt: _Graph, ops: list[CensusOp], nodes: list[Any]) -> list[str]:
-    """Q->DQ and DQ->Q left in the executed graph, and DQ -> float op -> Q that was not fused."""
-    by_node = {node.name: op for node, op in zip(nodes, ops, strict=True)}
-    pairs = []
-    for node in nodes:
-        users = [user for out in node.output for user in rt.consumers.get(out, [])]
-        if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
-            other = "DequantizeLinear" if node.op_type == "QuantizeLinear" else "QuantizeLinear"
-            what = "quantized and dequantized again" if other[0] == "D" else "requantized"
-            pairs += [f"{node.op_type} {node.name} -> {other} {user.name}: {what}, a round "
-                      "trip through float left unfused" for user in users
-                      if user.op_type == other]  # fmt: skip
-            continue
-        if node.op_type in QUANT_OPS or _is_int8_op(node.op_type):
-            continue
-        fed = [n for n in node.input if rt.root(n)[1] is not None and not rt.constant(n)]
-        if fed and any(user.op_type == "QuantizeLinear" for user in users):
-            op = by_node[node.name]
-            where = f" ({op.module})" if op.module else ""
-            pairs.append(f"DequantizeLinear -> {op.op} {op.name}{where} -> QuantizeLinear: "
-                         "computes in float, not fused into an int8 op")  # fmt: skip
-    return pairs
+def _label(op: CensusOp) -> str:
+    return f"{op.op} {op.name}" + (f" ({op.module})" if op.module else "")
+
+
+def _op_graph(rt: _Graph) -> OpGraph:
+    """The executed nodes as ``edgekit.targets.round_trips`` walks them: initializers and
+    Constant nodes' outputs are constants (no maker), int8 kernels stop a float island."""
+
+    def role(op_type: str) -> str | None:
+        if op_type in ("QuantizeLinear", "DequantizeLinear"):
+            return QUANTIZE if op_type == "QuantizeLinear" else DEQUANTIZE
+        return INT8 if op_type == "DynamicQuantizeLinear" or _is_int8_op(op_type) else None
+
+    return OpGraph(
+        reads=[[name for name in node.input if name] for node in rt.nodes],
+        writes=[
+            [out for out in node.output if out and node.op_type not in CONSTANT_OPS]
+            for node in rt.nodes
+        ],
+        roles=[role(node.op_type) for node in rt.nodes],
+        inputs=frozenset(rt.inputs),
+    )
 
 
 def _notes(ops: list[CensusOp], file_nodes: int, version: str, provider: str) -> list[str]:

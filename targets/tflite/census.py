@@ -18,6 +18,7 @@ import numpy as np
 from edgekit.errors import UserInputError, first_line
 from edgekit.targets.census import Census, CensusOp
 from edgekit.targets.manifest import Manifest
+from edgekit.targets.round_trips import DEQUANTIZE, QUANTIZE, OpGraph, round_trips
 from edgekit.targets.session import TensorSpec
 
 INTEGER = ("int8", "uint8", "int16", "int4")
@@ -83,10 +84,14 @@ def census(path: Path, manifest: Manifest | None = None) -> Census:
         ops=ops,
         inputs=[graph.spec(i) for i in graph.inputs],
         outputs=[graph.spec(i) for i in graph.outputs],
-        qdq_pairs=graph.round_trips(ops),
+        qdq_pairs=round_trips(graph.op_graph(), lambda i: _label(ops[i], f"#{i}")),
         notes=notes,
         facts={"partitions": partitions},
     )
+
+
+def _label(op: CensusOp, position: str) -> str:
+    return f"{position} {op.op}" + (f" ({op.module})" if op.module else "")
 
 
 class _Graph:
@@ -246,29 +251,16 @@ class _Graph:
             return int(np.prod(out)) * int(np.prod(weight[:4]))
         return 0
 
-    def round_trips(self, ops: list[CensusOp]) -> list[str]:
-        """A DEQUANTIZE of an activation feeding a float op whose output is QUANTIZEd again:
-        an int8 graph leaving int8 for one op (and a QUANTIZE straight into a DEQUANTIZE)."""
-        consumers: dict[int, list[int]] = {}
-        for position in range(self.count):
-            for tensor in self._ins(position):
-                consumers.setdefault(tensor, []).append(position)
-        pairs = []
-        for position, op in enumerate(ops):
-            if op.op != "DEQUANTIZE" or self.constant(self._ins(position)[0]):
-                continue
-            for user in consumers.get(self._outs(position)[0], []):
-                if ops[user].op == "QUANTIZE":
-                    pairs.append(f"DEQUANTIZE #{position} -> QUANTIZE #{user}: a float round trip")
-                    continue
-                after = [c for t in self._outs(user) for c in consumers.get(t, [])]
-                if any(ops[c].op == "QUANTIZE" for c in after):
-                    where = ops[user].module or ops[user].name
-                    pairs.append(
-                        f"DEQUANTIZE -> {ops[user].op} #{user} ({where}) -> QUANTIZE: "
-                        f"runs in float between int8 ops"
-                    )
-        return pairs
+    def op_graph(self) -> OpGraph:
+        """The ops as ``edgekit.targets.round_trips`` walks them (a constant tensor has a
+        buffer and no producer)."""
+        roles = {"QUANTIZE": QUANTIZE, "DEQUANTIZE": DEQUANTIZE}
+        return OpGraph(
+            reads=[[t for t in self._ins(p) if t >= 0] for p in range(self.count)],
+            writes=[self._outs(p) for p in range(self.count)],
+            roles=[roles.get(name) for name in self.op_names],
+            inputs=frozenset(self.inputs),
+        )
 
 
 def module_of(tensor_name: str) -> str | None:
