@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
+import re
 import sqlite3
 from pathlib import Path
 
@@ -709,16 +710,54 @@ def test_bad_input_is_one_line_and_its_exit_code(case, capsys, tmp_path, export_
         argv += ["-o", str(tmp_path / OUT)]
     if argv[0] == "run":
         argv += ["--runs-dir", str(tmp_path / OUT), "--history", str(tmp_path / "h.sqlite")]
+    before = _tree(tmp_path)
+    capsys.readouterr()  # what making the case's files printed is not the command's
     result = run_cli(capsys, *argv)
-    errors = [line for line in result.err.splitlines() if line.startswith("edgekit: error:")]
+    # every line on stderr but edgekit's own progress (a spinner, a timestamped step)
+    said = [line for line in result.err.splitlines() if line.strip() and not PROGRESS.match(line)]
     assert result.code == code, (case, result.code, result.err[-2000:])
-    assert len(errors) == 1 and message in errors[0], (case, result.err[-2000:])
+    # exactly one line, edgekit's, holding the case's words and naming what is at fault: a
+    # file, an option or a value the command was given
+    assert len(said) == 1 and said[0].startswith("edgekit: error:"), (case, said)
+    assert message in said[0], (case, said[0])
+    given = argv if case == "unknown-command" else argv[1:]  # the unknown word is the command
+    assert case in NAMES_NOTHING or any(name in said[0] for name in _names(given)), (
+        case, said[0])  # fmt: skip
     assert "Traceback" not in result.err + result.out
-    out = tmp_path / OUT
-    leftovers = [p.name for p in out.rglob("*")] if out.exists() else []
-    assert not [name for name in leftovers if name.startswith(".") or name.endswith(".partial")]
-    if code == 2 and out.exists():
-        assert not [name for name in leftovers if not name.startswith(".")]  # nothing written
+    # nothing partial anywhere: no hidden or .partial file, and a refusal writes nothing
+    written = sorted(_tree(tmp_path) - before)
+    assert not [name for name in written if Path(name).name.startswith(".")
+                or name.endswith(".partial")], (case, written)  # fmt: skip
+    if code == 2:
+        assert not written, (case, written)
+
+
+PROGRESS = re.compile(r"^(\[\d\d:\d\d:\d\d\] | {5,}\S|[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] )")
+# cases whose fault is something not given, so the line can name nothing given
+NAMES_NOTHING = {
+    "check-no-bound": "no bound was given: the line lists the bounds there are",
+    **{
+        f"{command}-nothing": "nothing was given: the line says what to give"
+        for command in ("audit", "bench", "check", "golden")
+    },
+}
+
+
+def _names(tokens: list[str]) -> set[str]:
+    """What a line may name to point at one of ``tokens``: a file by its name, an option with
+    or without its dashes, a value as given."""
+    names = set()
+    for token in tokens:
+        names |= {token, Path(token).name}
+        if token.startswith("--"):
+            names.add(token[2:])
+    return names
+
+
+def _tree(root: Path) -> set[str]:
+    """Every file under ``root``, relative to it (the test's own caches left out)."""
+    return {str(path.relative_to(root)) for path in root.rglob("*")
+            if path.is_file() and "__pycache__" not in path.parts}  # fmt: skip
 
 
 # commands without a case here, and why

@@ -54,6 +54,22 @@ class Captured:
     lines: list[str] = field(default_factory=list)
     echo: bool = True  # pass non-noise lines on to the real stderr when the block ends
 
+    def said(self) -> list[str]:
+        """What the runtime said that is not its usual chatter, each without the
+        ``[file.cpp:NN]`` a native log line starts with (for an error message)."""
+        return [
+            re.sub(r"^\[[\w.]+:\d+\]\s*", "", line)
+            for line in self.lines
+            if line.strip() and not CHATTER.search(line)
+        ]
+
+
+def _on_fd2() -> bool:
+    try:
+        return sys.stderr.fileno() == 2
+    except (AttributeError, OSError, ValueError):  # a StringIO, a test's capture
+        return False
+
 
 @contextlib.contextmanager
 def quiet_native(also: tuple[str, ...] = ()) -> Iterator[Captured]:
@@ -67,23 +83,30 @@ def quiet_native(also: tuple[str, ...] = ()) -> Iterator[Captured]:
     except OSError:  # no fd 2 to capture (a daemon): nothing to filter either
         yield captured
         return
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield captured
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            captured.lines.extend(sink.read().decode(errors="replace").splitlines())
-            kept = [
-                line
-                for line in captured.lines
-                if line.strip() and not CHATTER.search(line) and not (extra and extra.search(line))
-            ]
-            if captured.echo and kept:
-                sys.stderr.write("\n".join(kept) + "\n")
+    # and Python's sys.stderr where a caller replaced it (a test's capture): pybind11 modules
+    # route their C++ log through it, which is fd 2 otherwise
+    python_side = io.StringIO()
+    replaced = contextlib.nullcontext() if _on_fd2() else contextlib.redirect_stderr(python_side)
+    try:
+        with tempfile.TemporaryFile() as sink, replaced:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield captured
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                os.close(saved)
+                sink.seek(0)
+                captured.lines.extend(sink.read().decode(errors="replace").splitlines())
+    finally:
+        captured.lines.extend(python_side.getvalue().splitlines())
+        kept = [
+            line
+            for line in captured.lines
+            if line.strip() and not CHATTER.search(line) and not (extra and extra.search(line))
+        ]
+        if captured.echo and kept:
+            sys.stderr.write("\n".join(kept) + "\n")
 
 
 @contextlib.contextmanager

@@ -77,6 +77,11 @@ class RunConfig:
         for recipe in self.recipes:
             get_recipe(recipe)
         parse_devices(",".join(self.devices) or " ")
+        self.check_values()
+
+    def check_values(self) -> None:
+        """Every count, share and budget within its range (what a config file alone can get
+        wrong; ``from_toml`` names the file)."""
         if not self.threads or min(self.threads) < 1:
             raise UserInputError(f"threads must be positive counts, got {self.threads}")
         counts = ("calibration_samples", "warmup", "min_runs", "rounds", "sessions", "profile_runs")
@@ -127,7 +132,12 @@ class RunConfig:
     def from_toml(cls, path: Path) -> RunConfig:
         from edgekit.common.fileio import read_toml
 
-        return cls(**checked(run_section(read_toml(path), path), path))
+        config = cls(**checked(run_section(read_toml(path), path), path))
+        try:
+            config.check_values()
+        except UserInputError as exc:
+            raise UserInputError(f"{path}: {exc}") from None
+        return config
 
     def to_toml(self) -> str:
         lines = ["# edgekit run --config edgekit.toml", "[run]"]

@@ -164,7 +164,7 @@ def _shape_from_data(
     module: torch.nn.Module, spec: str, input_shape: tuple[int, int, int] | None, data: str | None
 ) -> tuple[tuple[int, int, int] | None, list[str]]:
     """``--input-shape`` wins; a module that declares its shape keeps it; otherwise the
-    dataset's image shape, said in a warning."""
+    dataset's image shape, with a note the caller says once the model runs on it."""
     declared = _declared(module, spec)
     if input_shape is not None or data is None or {"channels", "input_size"} <= set(declared):
         return input_shape, []
@@ -177,7 +177,6 @@ def _shape_from_data(
         f"{spec}: input shape {','.join(map(str, shape))} (C,H,W) taken from the data {data} "
         "(the model does not declare one; --input-shape overrides)"
     )
-    log.warning(note)
     return shape, [note]
 
 
@@ -219,6 +218,8 @@ def _load_factory(
     module.eval()
     input_shape, shape_notes = _shape_from_data(module, spec, input_shape, data)
     preprocess = _preprocess_from(module, input_shape, spec)
+    for note in shape_notes:  # said once the model ran on it (a refusal says it already)
+        log.warning(note)
     if notes:
         preprocess = huggingface.noted(preprocess, module, [*notes, *shape_notes])
     notes += shape_notes

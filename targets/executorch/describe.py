@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edgekit.errors import UserInputError, first_line
 from edgekit.targets.base import FileFacts
-from edgekit.targets.executorch.session import runtime
+from edgekit.targets.executorch.session import loading, runtime
 from edgekit.targets.session import TensorSpec
 
 # ExecuTorch ScalarType codes -> numpy dtype names
@@ -25,13 +24,11 @@ SCALAR_TYPES = {
 
 def describe(path: Path) -> FileFacts:
     bindings = runtime()
-    try:
+    with loading(path):
         program = bindings.Runtime.get().load_program(
             Path(path), verification=bindings.Verification.Minimal
         )
         meta = program.metadata("forward")
-    except Exception as exc:
-        raise UserInputError(f"{path}: ExecuTorch cannot load it ({first_line(exc)})") from None
 
     def spec(tensor: object, index: int, kind: str) -> TensorSpec:
         dtype = SCALAR_TYPES.get(int(tensor.dtype()), f"scalar type {int(tensor.dtype())}")

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 
 from edgekit.common.fileio import temporary_directory
-from edgekit.errors import UserInputError, first_line
 from edgekit.targets.manifest import Manifest
 from edgekit.targets.profiling import Event, OpTimes
 from edgekit.targets.session import random_inputs
@@ -31,18 +30,16 @@ def profile(path: Path, manifest: Manifest, threads: int, runs: int, warmup: int
     from executorch.extension.pybindings import portable_lib
 
     from edgekit.targets.executorch.convert import quiet_library_noise
-    from edgekit.targets.executorch.session import set_threads
+    from edgekit.targets.executorch.session import loading, set_threads
 
     quiet_library_noise()
     set_threads(threads)
     specs = manifest.inputs
     inputs = [torch.from_numpy(x) for x in random_inputs(specs)]
     with temporary_directory("edgekit-etdump-") as work:
-        try:
+        with loading(path):
             program = portable_lib._load_program(str(path), enable_etdump=True, debug_buffer_size=0)
             method = program.load_method("forward")
-        except Exception as exc:
-            raise UserInputError(f"{path}: ExecuTorch cannot load it ({first_line(exc)})") from None
         for _ in range(warmup + runs):
             method.call(inputs)
         program.write_etdump_result_to_file(str(work / "run.etdp"), str(work / "debug.bin"))

@@ -5,16 +5,19 @@ core with XNNPACK); the same staging either way: NCHW in the manifest's dtype.""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import types
 import warnings
 import weakref
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from edgekit.common.quiet import quiet_native
 from edgekit.errors import DeviceUnavailable, UserInputError, first_line
 from edgekit.targets.manifest import Manifest
 from edgekit.targets.session import Accelerator, Session
@@ -29,6 +32,22 @@ from edgekit.targets.session import Accelerator, Session
 # same process) runs the real package as before. Where the stand-in does not take (another
 # ExecuTorch layout), the plain import runs.
 COMPILER = "executorch.exir"
+
+
+@contextlib.contextmanager
+def loading(path: Path) -> Iterator[None]:
+    """A program's load: what the runtime logs to fd 2 on the way is held back, and a failure
+    (the pybindings raise RuntimeError for a bad program) is one line naming the file, with
+    the runtime's own reason where it logged one ("File size is too small ...")."""
+    failure = None
+    with quiet_native() as captured:
+        try:
+            yield
+        except Exception as exc:
+            failure, captured.echo = first_line(exc), False
+    if failure is not None:
+        why = "; ".join([failure, *captured.said()[-1:]])
+        raise UserInputError(f"{path}: ExecuTorch cannot load it ({why})") from None
 
 
 def runtime() -> types.ModuleType:
@@ -100,13 +119,11 @@ class HostSession(Session):
         bindings = runtime()
         if not path.exists():
             raise FileNotFoundError(path)
-        effective = set_threads(threads)
-        loader = bindings.Runtime.get()
-        try:
+        with loading(path):  # the runtime's first use logs its CPU probing too
+            effective = set_threads(threads)
+            loader = bindings.Runtime.get()
             program = loader.load_program(path, verification=bindings.Verification.Minimal)
             self._method = program.load_method("forward")
-        except Exception as exc:  # the pybindings raise RuntimeError for a bad program
-            raise UserInputError(f"{path}: ExecuTorch cannot load it ({first_line(exc)})") from None
         self._program = program
         spec = manifest.input
         self._dtype = getattr(torch, spec.dtype)

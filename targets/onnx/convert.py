@@ -7,6 +7,7 @@ other branch."""
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import sys
@@ -59,6 +60,13 @@ def without_graph_dumps() -> Iterator[None]:
             torch._C._jit_set_onnx_log_enabled(False)  # and it never turns the log off  # noqa: FBT003
 
 
+def _dynamo_export(source: SourceModel, example: tuple, path: Path, names: dict) -> None:
+    import torch
+
+    torch.onnx.export(source.module, example, str(path), dynamo=True, opset_version=OPSET,
+                      external_data=False, verbose=False, **names)  # fmt: skip
+
+
 def export_fp32(source: SourceModel, path: Path) -> dict[str, Any]:
     """Export with the dynamo exporter; fall back to the legacy one only if it fails."""
     import torch
@@ -67,16 +75,10 @@ def export_fp32(source: SourceModel, path: Path) -> dict[str, Any]:
     names = {"input_names": [INPUT_NAME], "output_names": [OUTPUT_NAME]}
     with quiet_python(**QUIET), torch.no_grad():
         try:
-            torch.onnx.export(
-                source.module,
-                example,
-                str(path),
-                dynamo=True,
-                opset_version=OPSET,
-                external_data=False,
-                verbose=False,
-                **names,
-            )
+            # torch.export prints the partial graph to stderr when it fails (its _trace
+            # wrapper); the failure itself still arrives as the exception
+            with contextlib.redirect_stderr(io.StringIO()):
+                _dynamo_export(source, example, path, names)
             return {"exporter": f"torch.onnx dynamo (torch {torch.__version__})", "opset": OPSET}
         except Exception as dynamo_error:
             raise_disk_error(dynamo_error, path)
