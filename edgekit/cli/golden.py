@@ -66,8 +66,8 @@ def golden(
         if len(paths) > 1:
             raise UserInputError("golden --check BUNDLE [ARTIFACT]: one artifact at most")
         named_boards(config)
-        where = resolve_device(device, serial, cpu, xnnpack)
-        _check(check, paths[0] if paths else None, where, as_json)
+        chosen_device = resolve_device(device, serial, cpu, xnnpack)
+        _check(check, paths[0] if paths else None, chosen_device, as_json)
     else:
         if len(paths) != 1 or output is None:
             raise UserInputError("golden: give one ARTIFACT and -o BUNDLE (or --check, --verify)")

@@ -166,8 +166,9 @@ def _pool_rows(
     dataset: Dataset,
     say: Progress,
 ) -> list[Row]:
-    where = get_device(device, **config.device_options(device))
-    traits = where.traits()
+    # ``device`` is the pool's name as the run and its rows say it; ``pool_device`` the Device
+    pool_device = get_device(device, **config.device_options(device))
+    traits = pool_device.traits()
     accuracy: dict[str, AccuracyRecord] = {}
     rows: list[Row] = []
     runnable = []
@@ -180,7 +181,7 @@ def _pool_rows(
                 for threads in config.threads
             ]  # fmt: skip
 
-        reason = where.why_unavailable(artifact)
+        reason = pool_device.why_unavailable(artifact)
         if reason:
             rows += failed(DeviceUnavailable(reason))
             continue
@@ -190,7 +191,7 @@ def _pool_rows(
                 accuracy[artifact.label] = evaluate_artifact(
                     artifact,
                     data=config.data,
-                    device=where,
+                    device=pool_device,
                     source=source,
                     dataset=dataset,
                 )
@@ -205,7 +206,7 @@ def _pool_rows(
         say(f"bench {len(runnable)} artifact(s) on {device}, {threads} thread(s), interleaved")
         records = bench_artifacts(
             runnable,
-            device=where,
+            device=pool_device,
             threads=threads,
             protocol=config.protocol(),
             guard=config.guard(),
