@@ -64,8 +64,11 @@ def profile_artifacts(
             baseline=False,
         )
         records = [Timing.of(record) for record in measured]
+        # why a file has no whole-model time: edgekit profile names it in its summary line
+        untimed = {str(a.path): f"not timed: {r.error}"
+                   for a, r in zip(loaded, measured, strict=False) if r.status != "ok"}  # fmt: skip
     else:
-        records = [timed[str(artifact.path)] for artifact in loaded]
+        records, untimed = [timed[str(artifact.path)] for artifact in loaded], {}
     profiles, details = [], {}
     layer_names: dict[str, list[str]] = {}
     for artifact, record in zip(loaded, records, strict=False):
@@ -111,7 +114,12 @@ def profile_artifacts(
                 round_sessions=list(record.round_sessions),
                 noise_band=record.noise_band,
                 latency_fit=record.latency_fit,
-                notes=[*census.notes[:1], *times.notes, *_mapping_notes(census, artifact)],
+                notes=[
+                    *([untimed[key]] if (key := str(artifact.path)) in untimed else []),
+                    *census.notes[:1],
+                    *times.notes,
+                    *_mapping_notes(census, artifact),
+                ],
                 top_ops=top_ops,
             )
         )

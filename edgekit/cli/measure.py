@@ -42,7 +42,7 @@ from edgekit.cli.options import (
     with_runtime_options,
 )
 from edgekit.devices import DEFAULT_DEVICE
-from edgekit.errors import GateFailed, UserInputError
+from edgekit.errors import EdgekitError, GateFailed, UserInputError
 
 if TYPE_CHECKING:
     from edgekit.measure.memory_gates import MemoryBounds
@@ -86,15 +86,26 @@ def eval_command(
             f"\\[weights {result['digest'][:12]}]"
         )
         return
+    from edgekit.cli.outcome import FAILED, UNAVAILABLE, Missing, finish
+    from edgekit.errors import DeviceUnavailable
+
     where = resolve_device(device, serial, cpu, xnnpack)
-    records = [
-        evaluate_artifact(artifact, data=data, device=where, threads=threads)
-        for artifact in resolve_artifacts(artifacts, foreign)
-    ]
+    loaded = resolve_artifacts(artifacts, foreign)
+    records, missing = [], []
+    for artifact in loaded:  # one file the device refuses or that crashes: the rest go on
+        try:
+            records.append(evaluate_artifact(artifact, data=data, device=where, threads=threads))
+        except EdgekitError as exc:
+            if isinstance(exc, UserInputError):
+                raise
+            kind = UNAVAILABLE if isinstance(exc, DeviceUnavailable) else FAILED
+            item = f"{artifact.path.name} on {where.name}"
+            missing.append(Missing(item, str(exc).removeprefix(f"{item}: "), kind, where.name))
     if as_json:
         print(json.dumps([record.to_dict() for record in records], indent=2))
-        return
-    views.accuracy(records)
+    elif records:
+        views.accuracy(records)
+    finish("evaluated", missing, asked=len(loaded), done_on={where.name} if records else ())
 
 
 @app.command()
@@ -173,8 +184,7 @@ def bench(
 
 
 def _leak_run(bounds: MemoryBounds) -> dict[str, Any]:
-    """How long the memory probe runs: 10,000 invokes (at most a minute) for a leak bound, a
-    couple of seconds for the rest."""
+    """The memory probe's run: 10,000 invokes (a minute at most) for a leak bound, else 2 s."""
     if bounds.max_leak_kb_per_1k is not None:
         return {"invokes": 10_000, "seconds": 60.0}
     return {"seconds": 2.0}
@@ -196,22 +206,18 @@ def _hints(records: list) -> dict[str, str]:
 
 
 def _bench_exit(records: list) -> None:
-    """2 for a file that does not load or a device the user asked for that is missing, 1 for a
-    measurement that failed, 0 when every requested measurement worked."""
-    from edgekit.errors import DeviceUnavailable, EdgekitError
+    """2 for a file that does not load or a device the user asked for that measured nothing, 1
+    for a measurement that failed or a file the device refused, 0 when every one worked."""
+    from edgekit.cli.outcome import BAD_INPUT, FAILED, UNAVAILABLE, Missing, finish
 
-    broken = [r for r in records if r.runtime.get("error_type") == "UserInputError"]
-    if broken:
-        raise UserInputError(str(broken[0].error))
-    missing = [r for r in records if r.status == "unavailable"]
-    if missing:
-        raise DeviceUnavailable(f"{missing[0].artifact} on {missing[0].device}: {missing[0].error}")
-    failed = [r for r in records if r.status != "ok"]
-    if failed:
-        error = EdgekitError(f"{len(failed)} of {len(records)} measurement(s) failed: "
-                             f"{failed[0].label}: {failed[0].error}")  # fmt: skip
-        error.exit_code = 1
-        raise error
+    def kind(record: Any) -> str:
+        bad = record.runtime.get("error_type") == "UserInputError"
+        return BAD_INPUT if bad else UNAVAILABLE if record.status == "unavailable" else FAILED
+
+    missing = [Missing(f"{r.artifact or r.label} on {r.device}", str(r.error), kind(r), r.device)
+               for r in records if r.status != "ok"]  # fmt: skip
+    finish("measured", missing, asked=len(records),
+           done_on={r.device for r in records if r.status == "ok"})  # fmt: skip
 
 
 @app.command()

@@ -18,6 +18,7 @@ from edgekit.cli.options import (
     resolve_artifacts,
     with_foreign_options,
 )
+from edgekit.cli.outcome import Missing, finish
 from edgekit.errors import UserInputError
 
 
@@ -54,10 +55,23 @@ def profile(
         layer_plot([p.to_dict() for p in profiles], plot)
     if as_json:
         print(json.dumps([p.to_dict() for p in profiles], indent=2))
-        return
-    show(profiles)
-    if plot is not None:
-        console.print(f"wrote {plot}")
+    else:
+        show(profiles)
+        if plot is not None:
+            console.print(f"wrote {plot}")
+    finish("profiled", [m for p in profiles if (m := _missing(p))], asked=len(profiles))
+
+
+def _missing(profile: object) -> Missing | None:
+    """A file with no whole-model time, or one the runtime's profiler could not run."""
+    untimed = next((note for note in profile.notes if note.startswith("not timed: ")), None)
+    if profile.total_ms is None:
+        why = untimed or "not timed"
+    elif profile.method.startswith("not profiled: "):
+        why = profile.method
+    else:
+        return None
+    return Missing(Path(profile.artifact).name, why)
 
 
 def show(profiles: list) -> None:

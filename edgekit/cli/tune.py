@@ -12,8 +12,9 @@ from rich.table import Table
 from edgekit.cli.app import app
 from edgekit.cli.console import console, err_console
 from edgekit.cli.options import ArtifactsArgument, JsonOption, NoiseGuardOption
+from edgekit.cli.outcome import Missing, finish
 from edgekit.devices import DEFAULT_DEVICE
-from edgekit.errors import UserInputError
+from edgekit.errors import EdgekitError, UserInputError
 
 
 @app.command()
@@ -40,10 +41,7 @@ def tune(
     against the incumbent; a candidate wins only when its interval lies below 1 (else a tie,
     and the default stays). Writes the winner into the manifest (runtime_options)."""
     from edgekit.artifacts.artifact import load_artifact
-    from edgekit.report.tuning import ms_or_dash, ratio_text
-    from edgekit.targets import get_target
-    from edgekit.tune.api import tune_artifacts
-    from edgekit.tune.search import FINAL_SESSIONS
+    from edgekit.tune.api import knobs_for, tune_artifacts
     from edgekit.worker.latency import NoiseGuard
 
     if not artifacts:
@@ -56,16 +54,25 @@ def tune(
             "to write into; tune --no-write prints the winner"
         )
     names = None if only is None else [name.strip() for name in only.split(",") if name.strip()]
-    outcomes = tune_artifacts(
-        loaded,
-        device=device,
-        budget_s=budget_s,
-        only=names,
-        threads=threads,
-        guard=NoiseGuard(enabled=noise_guard),
-        write=write,
-        progress=None if as_json else lambda message: err_console.log(message),
-    )
+    for artifact in loaded:  # bad input in any file first, before one manifest is written
+        knobs_for(artifact, names)
+    outcomes, missing = [], []
+    for artifact in loaded:  # one file whose runtime crashes: the others are still tuned
+        try:
+            outcomes += tune_artifacts(
+                [artifact],
+                device=device,
+                budget_s=budget_s / len(loaded),  # the equal share tune_artifacts would give
+                only=names,
+                threads=threads,
+                guard=NoiseGuard(enabled=noise_guard),
+                write=write,
+                progress=None if as_json else lambda message: err_console.log(message),
+            )
+        except EdgekitError as exc:
+            if isinstance(exc, UserInputError):
+                raise
+            missing.append(Missing(artifact.path.name, str(exc)))
     if as_json:
         print(
             json.dumps(
@@ -73,7 +80,17 @@ def tune(
                 indent=2,
             )
         )
-        return
+    else:
+        _show(outcomes, device, only)
+    finish("tuned", missing, asked=len(loaded))
+
+
+def _show(outcomes: list, device: str, only: str | None) -> None:
+    """Each file's trials, its winner and the code that opens it so in an app."""
+    from edgekit.report.tuning import ms_or_dash, ratio_text
+    from edgekit.targets import get_target
+    from edgekit.tune.search import FINAL_SESSIONS
+
     for outcome in outcomes:
         tuned = outcome.tuned
         table = Table(title=f"{tuned.label} on {device}: each option against the incumbent")
