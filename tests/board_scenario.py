@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+from cli_helpers import QUICK_BENCH
 from sklearn.datasets import load_digits
 
 EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
 BOARD = "ssh://board"
-QUICK = ["--rounds", "3", "--min-runs", "5", "--min-seconds", "0.05", "--precision", "off",
-         "--sessions", "2"]  # fmt: skip
+QUICK = [*QUICK_BENCH, "--sessions", "2"]
 CONFIG_DIR = Path(os.environ["EDGEKIT_SSH_CONFIG"]).parent  # the board's folder
 BOARD_HOME = CONFIG_DIR / "home" / ".cache" / "edgekit-board"  # the board's work directory
 SSHD_CONFIG = CONFIG_DIR / "sshd_config"

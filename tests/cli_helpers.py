@@ -47,6 +47,12 @@ def run_cli_captured(*args: str) -> CliResult:
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
+# short measurements for tests of plumbing, not figures: `run` (with its evaluation) and the
+# scenario scripts' `bench`/`run` calls
+QUICK_RUN = ["--min-seconds", "0.2", "--min-runs", "20", "--rounds", "4", "--precision", "off"]
+QUICK_BENCH = ["--rounds", "3", "--min-runs", "5", "--min-seconds", "0.05", "--precision", "off"]
+
+
 def plumbing_config(folder: Path, *lines: str) -> Path:
     """An edgekit.toml whose runs leave the noise guard off and measure two sessions without
     the precision's stopping rule, with ``lines`` added to its [run] table: for runs that test

@@ -30,15 +30,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from cli_helpers import QUICK_BENCH
 from stand_ins import stand_in_adb_env
 
 EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
-QUICK = ["--rounds", "3", "--min-runs", "5", "--min-seconds", "0.05", "--precision", "off"]
 # plumbing, not a measurement: without the noise guard the scenario may run beside other tests
 PLUMBING = Path(tempfile.mkdtemp(prefix="ek-scenario-")) / "edgekit.toml"
 PLUMBING.write_text("[run]\nnoise_guard = false\n")
 MATRIX = ["--config", str(PLUMBING), "--target", "tflite", "--recipe", "fp32", "--no-profile",
-          *QUICK]  # fmt: skip
+          *QUICK_BENCH]  # fmt: skip
 # a user's project: its model module (with a helper beside it), and a folder of other code
 USER = Path(__file__).resolve().parent / "cluster_user_model"
 USER_MODEL = "driver_only_net:tiny_cnn"

@@ -13,6 +13,7 @@ import stat
 import numpy as np
 import pytest
 from cli_helpers import run_cli
+from scripted_sides import NO_GUARD  # these tests are about failures, not a quiet machine
 
 from edgekit.artifacts.artifact import load_artifact
 from edgekit.common.metrics import device_vs_host
@@ -32,7 +33,7 @@ from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
 from edgekit.measure.accuracy import evaluate_artifact
 from edgekit.measure.bench import bench_artifact
 from edgekit.measure.gates import device_vs_host_gate
-from edgekit.worker.latency import LatencyProtocol, NoiseGuard
+from edgekit.worker.latency import LatencyProtocol
 
 SAMPLES = 100
 QEMU_10 = "qemu-aarch64 version 10.0.2 (Debian 1:10.0.2+ds-1~bpo12+1)\nCopyright (c) 2003-2025"
@@ -115,7 +116,6 @@ def test_old_qemu_is_refused_at_run_time(tmp_path, monkeypatch):
 QUICK = LatencyProtocol(
     warmup=2, min_runs=10, min_seconds=0.1, max_seconds=10, rounds=3, sessions=1, precision=None
 )
-NO_GUARD = NoiseGuard(enabled=False)  # these tests are about failures, not about a quiet machine
 
 
 def test_a_pte_without_the_executorch_userland_is_unavailable(tmp_path, monkeypatch, export_digits):

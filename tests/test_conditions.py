@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from scripted_sides import NO_GUARD
 
 from edgekit.measure.bench import measure_interleaved
 from edgekit.report.tables import conditions_text, table_rows
@@ -20,7 +21,7 @@ from edgekit.worker.conditions import (
     read_conditions,
     summarize,
 )
-from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol, LatencyRecord, NoiseGuard
+from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol, LatencyRecord
 
 TREES = Path(__file__).parent / "data" / "sysfs"
 PI5, ORIN = TREES / "rpi5", TREES / "jetson-orin"
@@ -199,7 +200,7 @@ PLAN = LatencyProtocol(warmup=0, min_runs=1, min_seconds=0.0, rounds=6, block_se
 def _pool(trace_a: list[dict], trace_b: list[dict]) -> list[LatencyRecord]:
     records = [LatencyRecord(label, "cpu", 1, "failed") for label in ("onnx/int8", "onnx/fp32")]
     timers: list[BlockTimer] = [Traced("onnx/int8", trace_a), Traced("onnx/fp32", trace_b)]
-    measure_interleaved(timers, records, PLAN, NoiseGuard(enabled=False))
+    measure_interleaved(timers, records, PLAN, NO_GUARD)
     return records
 
 

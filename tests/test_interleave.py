@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from scripted_sides import NO_GUARD, Scripted
 
 from edgekit.common.stats import paired_ratio
 from edgekit.errors import UserInputError
@@ -29,19 +30,6 @@ IN_SESSIONS = LatencyProtocol(
     warmup=0, min_runs=1, min_seconds=0.0, rounds=9, block_seconds=0.001, sessions=3,
     precision=None,
 )  # fmt: skip
-QUIET = NoiseGuard(enabled=False)
-
-
-class Scripted(BlockTimer):
-    """A side whose block medians scatter around ``ms`` by ``spread`` (seeded)."""
-
-    def __init__(self, label: str, ms: float, spread: float, seed: int) -> None:
-        self.label, self.ms, self.spread, self.warm_ms, self.runtime = label, ms, spread, 1.0, {}
-        self._rng = np.random.default_rng(seed)
-
-    def block(self, runs: int) -> Block:
-        value = self.ms * (1.0 + self._rng.normal(0.0, self.spread))
-        return Block([value] * runs, value, value)
 
 
 def sides(candidate_ms: float, spread: float = 0.06) -> list[BlockTimer]:
@@ -57,28 +45,28 @@ def over_threshold(bound: float):
 
 
 def test_without_a_question_the_plan_is_the_number_of_rounds():
-    result = interleave(sides(1.15), PLAN, QUIET)
+    result = interleave(sides(1.15), PLAN, NO_GUARD)
     assert len(result.rounds_used) == PLAN.rounds
 
 
 def test_a_settled_question_stops_at_the_plan():
-    result = interleave(sides(1.5), PLAN, QUIET, decided=over_threshold(1.10))
+    result = interleave(sides(1.5), PLAN, NO_GUARD, decided=over_threshold(1.10))
     assert len(result.rounds_used) == PLAN.rounds and result.stopped == "decided"
     assert result.ratio(1, 0)[1][0] > 1.10
 
 
 def test_an_open_question_adds_sessions_until_the_interval_leaves_the_threshold():
-    planned = interleave(sides(1.15), PLAN, QUIET)
+    planned = interleave(sides(1.15), PLAN, NO_GUARD)
     _, (low, high) = planned.ratio(1, 0)
     assert low <= 1.10 < high  # ten rounds cannot tell 15 % from 10 % at this spread
-    result = interleave(sides(1.15), PLAN, QUIET, decided=over_threshold(1.10))
+    result = interleave(sides(1.15), PLAN, NO_GUARD, decided=over_threshold(1.10))
     assert len(set(result.sessions_used)) > 1 and result.stopped == "decided"
     assert result.ratio(1, 0)[1][0] > 1.10  # caught
 
 
 def test_an_answer_that_never_comes_stops_at_the_most_sessions():
     capped = replace(PLAN, max_sessions=4)
-    result = interleave(sides(1.0), capped, QUIET, decided=lambda result: False)
+    result = interleave(sides(1.0), capped, NO_GUARD, decided=lambda result: False)
     assert len(set(result.sessions_used)) == 4 and result.stopped == "sessions"
 
 
@@ -111,7 +99,7 @@ def one_run(seed: int) -> tuple[float, tuple[float, float], tuple[float, float]]
     """Two sides of the same speed: the ratio, its interval from sessions, and from rounds."""
     rng = np.random.default_rng(seed)
     timers: list[BlockTimer] = [Session("a", 0.04, rng), Session("b", 0.04, rng)]
-    result = interleave(timers, IN_SESSIONS, QUIET)
+    result = interleave(timers, IN_SESSIONS, NO_GUARD)
     ratio, from_sessions = result.ratio(1, 0)
     _, from_rounds = paired_ratio(result.rounds_ms(1), result.rounds_ms(0))
     return ratio, from_sessions, from_rounds
@@ -119,7 +107,7 @@ def one_run(seed: int) -> tuple[float, tuple[float, float], tuple[float, float]]
 
 def test_every_side_is_reopened_between_sessions():
     timers: list[BlockTimer] = [Session(n, 0.04, np.random.default_rng(0)) for n in "ab"]
-    result = interleave(timers, IN_SESSIONS, QUIET)
+    result = interleave(timers, IN_SESSIONS, NO_GUARD)
     assert result.session_of_round == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     assert [timer.opened for timer in timers] == [3, 3]  # the caller's list holds the last ones
 
@@ -144,7 +132,7 @@ def test_a_session_gap_waits_before_every_new_session_and_nowhere_else(monkeypat
     monkeypatch.setattr("edgekit.measure.interleave.time.sleep", waits.append)
     spread_out = replace(IN_SESSIONS, session_gap_s=120.0)
     timers: list[BlockTimer] = [Session(n, 0.04, np.random.default_rng(0)) for n in "ab"]
-    result = interleave(timers, spread_out, QUIET)
+    result = interleave(timers, spread_out, NO_GUARD)
     assert waits == [120.0, 120.0]  # three sessions, two gaps between them
     assert result.session_of_round == [0, 0, 0, 1, 1, 1, 2, 2, 2]
 
@@ -258,31 +246,31 @@ def test_the_guard_records_how_busy_the_machine_was_before_the_rounds(monkeypatc
                         lambda *a, **k: SimpleNamespace(foreign=0.3))  # fmt: skip
     result = interleave([Fixed("a", 1.0), Fixed("b", 1.0)], PLAN, NoiseGuard())
     assert result.settle == 0.3
-    assert interleave([Fixed("a", 1.0), Fixed("b", 1.0)], PLAN, QUIET).settle is None
+    assert interleave([Fixed("a", 1.0), Fixed("b", 1.0)], PLAN, NO_GUARD).settle is None
 
 
 def test_a_side_that_crashes_stops_alone_and_all_crashing_stops_the_rounds():
     crashing: list[BlockTimer] = [Fixed("a", 1.0, fails_at=4), Fixed("b", 1.0)]
-    result = interleave(crashing, PLAN, QUIET)
+    result = interleave(crashing, PLAN, NO_GUARD)
     assert result.failed == {0: "a crashed"} and len(result.blocks[0]) == 4
     assert len(result.blocks[1]) == len(result.rounds_used) == PLAN.rounds  # b went on
     everything = [Fixed("a", 1.0, fails_at=2), Fixed("b", 1.0, fails_at=2)]
-    result = interleave(everything, PLAN, QUIET)
+    result = interleave(everything, PLAN, NO_GUARD)
     assert set(result.failed) == {0, 1} and result.rounds_used == []  # nothing to compare
 
 
 def test_progress_says_the_round_every_five_and_each_new_session(monkeypatch):
     monkeypatch.setattr("edgekit.measure.interleave.time.sleep", lambda seconds: None)
     said: list[str] = []
-    interleave(sides(1.0), PLAN, QUIET, progress=said.append)
+    interleave(sides(1.0), PLAN, NO_GUARD, progress=said.append)
     assert said == ["session 1: 10 round(s) of every side", "round 5", "round 10"]
     said.clear()
     timers: list[BlockTimer] = [Session(n, 0.04, np.random.default_rng(0)) for n in "ab"]
-    interleave(timers, IN_SESSIONS, QUIET, progress=said.append)
+    interleave(timers, IN_SESSIONS, NO_GUARD, progress=said.append)
     sessions = [f"session {k}: 3 round(s) of every side" for k in (1, 2, 3)]
     assert said == [sessions[0], sessions[1], "round 5", sessions[2]]  # no gap, no wait
     said.clear()
-    interleave(timers, replace(IN_SESSIONS, session_gap_s=120.0), QUIET, progress=said.append)
+    interleave(timers, replace(IN_SESSIONS, session_gap_s=120.0), NO_GUARD, progress=said.append)
     assert said == [sessions[0], "waiting 120 s before session 2", sessions[1], "round 5",
                     "waiting 120 s before session 3", sessions[2]]  # fmt: skip
 
@@ -296,7 +284,7 @@ def test_a_side_that_crashed_is_not_reopened_and_the_others_still_are():
 
     rng = np.random.default_rng(0)
     timers: list[BlockTimer] = [CrashesOnce("a", 0.04, rng), Session("b", 0.04, rng)]
-    result = interleave(timers, IN_SESSIONS, QUIET)
+    result = interleave(timers, IN_SESSIONS, NO_GUARD)
     assert result.failed == {0: "a crashed"}
     assert [timer.opened for timer in timers] == [1, 3]
 
@@ -319,10 +307,10 @@ def test_the_rounds_end_at_the_plan_past_two_hundred_and_fifty_six():
     def bounded() -> list[BlockTimer]:  # a loop that missed its end stops at 1000 rounds
         return [Fixed("a", 0.001, fails_at=1000), Fixed("b", 0.001, fails_at=1000)]
 
-    result = interleave(bounded(), many, QUIET)
+    result = interleave(bounded(), many, NO_GUARD)
     assert len(result.rounds_used) == 300 and not result.failed
     once_open = iter([False, True])
-    result = interleave(bounded(), many, QUIET, decided=lambda result: next(once_open))
+    result = interleave(bounded(), many, NO_GUARD, decided=lambda result: next(once_open))
     # the open question earned one more session (of the fewest rounds: nothing scatters), then
     # settled
     assert len(result.rounds_used) == 302 and result.sessions_used[-1] == 1
@@ -332,7 +320,7 @@ def test_a_short_session_gap_still_waits(monkeypatch):
     waits: list[float] = []
     monkeypatch.setattr("edgekit.measure.interleave.time.sleep", waits.append)
     timers: list[BlockTimer] = [Session(n, 0.04, np.random.default_rng(0)) for n in "ab"]
-    interleave(timers, replace(IN_SESSIONS, session_gap_s=0.5), QUIET)
+    interleave(timers, replace(IN_SESSIONS, session_gap_s=0.5), NO_GUARD)
     assert waits == [0.5, 0.5]
 
 
@@ -345,7 +333,7 @@ def test_every_side_goes_first_in_turn():
             return super().block(runs)
 
     three: list[BlockTimer] = [Logged(label, 1.0) for label in "abc"]
-    interleave(three, replace(PLAN, rounds=3), QUIET)
+    interleave(three, replace(PLAN, rounds=3), NO_GUARD)
     assert went == [*"abc", *"bca", *"cab"]  # three rounds, each one side later
 
 
@@ -376,7 +364,7 @@ def test_a_side_whose_reopening_fails_stops_there_and_the_others_go_on():
 
     rng = np.random.default_rng(0)
     timers: list[BlockTimer] = [CannotReopen("a", 0.04, rng), Session("b", 0.04, rng)]
-    result = interleave(timers, IN_SESSIONS, QUIET)
+    result = interleave(timers, IN_SESSIONS, NO_GUARD)
     assert result.failed == {0: "a did not load again"}
     assert len(result.blocks[0]) == 3 and len(result.blocks[1]) == IN_SESSIONS.rounds
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from scripted_sides import NO_GUARD
 
 from edgekit.common.ranking import speed_groups
 from edgekit.common.stats import paired_ratio
@@ -17,9 +18,8 @@ from edgekit.measure.interleave import interleave
 from edgekit.measure.interleaved import STOPPED_BUDGET, STOPPED_PRECISION
 from edgekit.measure.sessions import rounds_per_session, session_plan
 from edgekit.measure.simulated import SimulatedMachine, SimulatedSide, simulated_pool
-from edgekit.worker.latency import BlockTimer, LatencyProtocol, NoiseGuard
+from edgekit.worker.latency import BlockTimer, LatencyProtocol
 
-QUIET = NoiseGuard(enabled=False)
 # three sessions of three rounds, no stopping rule: the intervals of a fixed design
 FIXED = LatencyProtocol(warmup=0, min_runs=1, min_seconds=0.0, rounds=9, block_seconds=0.001,
                  sessions=3, precision=None)  # fmt: skip
@@ -29,7 +29,7 @@ EXPERIMENTS = 1000
 def experiment(seed: int, true_ms: list[float], session_sd: float = 0.03,
                round_sd: float = 0.01, protocol: LatencyProtocol = FIXED, **kw):  # fmt: skip
     sides, machine = simulated_pool(seed, true_ms, session_sd, round_sd)
-    return interleave(sides, protocol, QUIET, clock=machine.clock, **kw)
+    return interleave(sides, protocol, NO_GUARD, clock=machine.clock, **kw)
 
 
 TRUE_MS = [1.0, 1.1, 0.8, 2.0]
@@ -102,7 +102,7 @@ def test_a_side_whose_sessions_scatter_far_more_keeps_its_own_wider_variance():
         timers: list[BlockTimer] = [SimulatedSide(f"calm {i}", 1.0, 0.02, 0.01, machine)
                                     for i in range(5)]  # fmt: skip
         timers.append(SimulatedSide("wild", 1.0, 0.20, 0.01, machine))
-        result = interleave(timers, replace(FIXED, rounds=15, sessions=5), QUIET,
+        result = interleave(timers, replace(FIXED, rounds=15, sessions=5), NO_GUARD,
                             clock=machine.clock)  # fmt: skip
         _, (low, high) = result.ratio(5, 0)
         held += low <= 1.0 <= high
@@ -176,7 +176,7 @@ def wild_experiments(count: int) -> tuple[float, float, float]:
     widths = []
     for seed in range(count):
         timers, machine = wild_pool(seed)
-        result = interleave(timers, WILD_PRECISE, QUIET, clock=machine.clock)
+        result = interleave(timers, WILD_PRECISE, NO_GUARD, clock=machine.clock)
         for a in range(5):
             _, (low, high) = result.ratio(5, a)
             held_wild += low <= WILD_TRUE_MS[5] / WILD_TRUE_MS[a] <= high
@@ -189,7 +189,7 @@ def wild_experiments(count: int) -> tuple[float, float, float]:
 
 def test_a_wild_side_is_reopened_by_itself_and_its_intervals_still_hold(monkeypatch):
     timers, machine = wild_pool(3)
-    result = interleave(timers, WILD_PRECISE, QUIET, clock=machine.clock)
+    result = interleave(timers, WILD_PRECISE, NO_GUARD, clock=machine.clock)
     calm_sessions = len(set(result.sessions_of(0)))
     assert result.reopened_alone.get(5, 0) > 0 and not result.reopened_alone.get(0)
     assert len(set(result.sessions_of(5))) == calm_sessions + result.reopened_alone[5]

@@ -20,6 +20,7 @@ import json
 import numpy as np
 import pytest
 from damaged_models import CONSUMER, DAMAGED_LAYER
+from scripted_sides import NO_GUARD
 
 from edgekit.analysis.crosscheck import crosscheck_report
 from edgekit.common.metrics import compare_outputs
@@ -96,7 +97,7 @@ def test_crosscheck_on_each_targets_own_quantizer(report, damaged, calibration_x
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_max_drop_keeps_the_damaged_tensor_float(report, damaged, damaged_data, target, tmp_path):
-    from edgekit.worker.latency import LatencyProtocol, NoiseGuard
+    from edgekit.worker.latency import LatencyProtocol
 
     result = export_accuracy_aware(
         damaged,
@@ -117,7 +118,7 @@ def test_max_drop_keeps_the_damaged_tensor_float(report, damaged, damaged_data, 
             sessions=1,
             precision=None,
         ),
-        bench_guard=NoiseGuard(enabled=False),
+        bench_guard=NO_GUARD,
     )
     first, last = result.steps[0], result.steps[-1]
     assert first.keep_float == [] and first.drop_points > 5  # measured 8.5 to 23.1 points

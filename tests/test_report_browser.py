@@ -18,14 +18,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import plumbing_config
+from cli_helpers import QUICK_RUN, plumbing_config
 
 # the page is what is tested, not a latency: the run is plumbing (no noise guard), so this
 # module runs beside others
 pytestmark = pytest.mark.browser
 
 TESTS = Path(__file__).parent
-QUICK = ["--min-seconds", "0.2", "--min-runs", "20", "--rounds", "4", "--precision", "off"]
 FLAGS = (  # a browser that reaches nothing: no network, no first-run or background traffic
     "--headless=new",
     "--no-sandbox",
@@ -53,7 +52,7 @@ def fragile_run(tmp_path_factory) -> Path:
     where = tmp_path_factory.mktemp("fragile")
     done = _edgekit("run", "--config", str(plumbing_config(where)), "--model",
                     "one_class_models:fragile_three", "--data", "digits",
-                    "--target", "onnx", "--recipe", "fp32,int8", "--device", "cpu", *QUICK,
+                    "--target", "onnx", "--recipe", "fp32,int8", "--device", "cpu", *QUICK_RUN,
                     "--runs-dir", str(where / "runs"), "--history",
                     str(where / "history.sqlite"), "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -10,14 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cli_helpers import plumbing_config, run_cli
+from cli_helpers import QUICK_RUN, plumbing_config, run_cli
 
 # plumbing, not figures: every run here leaves the noise guard off (plumbing_config), so the
 # file runs beside other tests
 
 PLUGINS = Path(__file__).parent / "plugins"
 RECORDED = Path(__file__).parent / "data" / "results_recorded.json"
-QUICK = ["--min-seconds", "0.2", "--min-runs", "20", "--rounds", "4", "--precision", "off"]
 
 
 def _run(capsys, tmp_path, *args):
@@ -27,7 +26,7 @@ def _run(capsys, tmp_path, *args):
         capsys,
         "run",
         *args,
-        *QUICK,
+        *QUICK_RUN,
         "--runs-dir",
         str(tmp_path / "runs"),
         "--history",
@@ -166,7 +165,7 @@ def test_the_demo_on_a_machine_without_a_vulkan_driver_skips_the_gpu_and_answers
     """``make demo``'s devices are the defaults, not a request: a machine with only a CPU
     measures the CPU, names the device it skipped and how to add it, recommends, exits 0."""
     done = _edgekit(tmp_path, "run", "--config", str(plumbing_config(tmp_path)), "--target",
-                    "tflite", "--recipe", "fp32,int8", "--no-profile", *QUICK,
+                    "tflite", "--recipe", "fp32,int8", "--no-profile", *QUICK_RUN,
                     **NO_VULKAN)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     skipped = [line for line in done.stdout.splitlines() if line.startswith("skipped device")]
@@ -198,7 +197,11 @@ def test_a_target_from_a_plugin_runs_through_edgekit_run(capsys, tmp_path, monke
     import edgekit.common.plugins
     import edgekit.targets
 
-    # the registries as they were: later tests must not see the plugin
+    # the registries as they were: later tests must not see the plugin. Every built-in target
+    # is registered first: one first imported during this test would register into the copy
+    # only, and be missing from the registry later tests get back (its module already imported)
+    for name in edgekit.targets.target_names():
+        edgekit.targets.get_target(name)
     monkeypatch.setattr(edgekit.targets, "TARGET_MODULES", dict(edgekit.targets.TARGET_MODULES))
     monkeypatch.setattr(edgekit.targets, "_REGISTRY", dict(edgekit.targets._REGISTRY))
     monkeypatch.setattr(edgekit.common.plugins, "_loaded", set())
@@ -221,6 +224,8 @@ def test_a_device_from_a_plugin_runs_through_edgekit_run(capsys, tmp_path, monke
     import edgekit.common.plugins
     import edgekit.devices
 
+    for name in [*edgekit.devices.device_names(), edgekit.devices.BOARD_SCHEME + "board"]:
+        edgekit.devices.device_class(name)  # every built-in registered first, as for targets
     monkeypatch.setattr(edgekit.devices, "DEVICE_MODULES", dict(edgekit.devices.DEVICE_MODULES))
     monkeypatch.setattr(edgekit.devices, "_REGISTRY", dict(edgekit.devices._REGISTRY))
     monkeypatch.setattr(edgekit.common.plugins, "_loaded", set())

@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cli_helpers import plumbing_config, run_cli
-
-QUICK = ["--min-seconds", "0.2", "--min-runs", "20", "--rounds", "4", "--precision", "off"]
+from cli_helpers import QUICK_RUN, plumbing_config, run_cli
 
 
 def _run(capsys, tmp_path, *args):
@@ -24,7 +22,7 @@ def _run(capsys, tmp_path, *args):
         "--device",
         "cpu",
         *args,
-        *QUICK,
+        *QUICK_RUN,
         "--runs-dir",
         str(tmp_path / "runs"),
         "--history",

@@ -6,43 +6,34 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scripted_sides import NO_GUARD, Scripted
 
 from edgekit.errors import EdgekitError
 from edgekit.targets.knobs import Knob
 from edgekit.tune.search import search, stages, verdict
-from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol, NoiseGuard
+from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol
 
 PLAN = LatencyProtocol(warmup=0, min_runs=1, min_seconds=0.0, rounds=12, block_seconds=0.001)
-QUIET = NoiseGuard(enabled=False)
 MODE = Knob("mode", ("plain", "fancy"), "a knob that changes nothing")
 LEVEL = Knob("level", (1, 2, 3), "level 3 is 20 % faster")
 
 
-class Scripted(BlockTimer):
+class Session(Scripted):
     """A session whose block medians scatter 2 % around ``ms``."""
 
     def __init__(self, ms: float, seed: int) -> None:
-        self.label, self.ms, self.warm_ms, self.runtime = "side", ms, 1.0, {}
-        self._rng = np.random.default_rng(seed)
-        self.closed = False
-
-    def block(self, runs: int) -> Block:
-        value = self.ms * (1.0 + self._rng.normal(0.0, 0.02))
-        return Block([value] * runs, value, value)
-
-    def close(self) -> None:
-        self.closed = True
+        super().__init__("side", ms, 0.02, seed)
 
 
 def scripted(speed, refuse=lambda options: None):
     """open_timer for ``speed(options) -> ms``; ``refuse(options)`` names a refusal."""
-    opened: list[Scripted] = []
+    opened: list[Session] = []
 
     def open_timer(options):
         reason = refuse(options)
         if reason:
             raise EdgekitError(reason)
-        opened.append(Scripted(speed(options), len(opened)))
+        opened.append(Session(speed(options), len(opened)))
         opened[-1].options = options
         return opened[-1]
 
@@ -64,7 +55,7 @@ def test_each_stage_keeps_only_what_its_interval_says_is_faster():
         stages((MODE, LEVEL), 2),
         open_timer,
         protocol=PLAN,
-        guard=QUIET,
+        guard=NO_GUARD,
         budget_s=60.0,
     )
     assert tuned.best == {"threads": 2, "mode": "plain", "level": 3}
@@ -81,7 +72,13 @@ def test_each_stage_keeps_only_what_its_interval_says_is_faster():
 def test_a_tie_everywhere_keeps_the_default_and_measures_only_it_at_the_end():
     open_timer, opened = scripted(lambda options: 1.0)
     tuned = search(
-        "f.onnx", DEFAULT, stages((MODE,), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+        "f.onnx",
+        DEFAULT,
+        stages((MODE,), 2),
+        open_timer,
+        protocol=PLAN,
+        guard=NO_GUARD,
+        budget_s=60.0,
     )
     assert tuned.best == DEFAULT and tuned.changed == {} and tuned.ratio is None
     assert tuned.final is None and tuned.rejected is None
@@ -97,7 +94,13 @@ def test_a_tie_everywhere_keeps_the_default_and_measures_only_it_at_the_end():
 def test_a_default_that_wins_every_stage_is_reported_with_its_own_p50_on_both_sides():
     open_timer, _ = scripted(lambda options: 1.0 if options == DEFAULT else 1.5)
     tuned = search(
-        "f.onnx", DEFAULT, stages((MODE,), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+        "f.onnx",
+        DEFAULT,
+        stages((MODE,), 2),
+        open_timer,
+        protocol=PLAN,
+        guard=NO_GUARD,
+        budget_s=60.0,
     )
     assert tuned.best == DEFAULT and tuned.final is None
     assert {t.verdict for t in tuned.trials} == {"slower"}
@@ -118,7 +121,7 @@ def test_a_winner_that_ties_the_default_at_the_end_is_sent_back_and_kept_on_reco
 
     open_timer, _ = scripted(fast_only_at_first)
     tuned = search(
-        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=NO_GUARD, budget_s=60.0
     )
     assert tuned.rejected == DEFAULT | {"threads": 2} and tuned.final == "tie"
     assert tuned.best == DEFAULT and tuned.changed == {}
@@ -135,7 +138,7 @@ def test_sessions_that_land_apart_widen_every_interval():
     tie, not a win."""
     landing = np.random.default_rng(4)
 
-    class Lands(Scripted):
+    class Lands(Session):
         def __init__(self, ms: float, seed: int) -> None:
             super().__init__(ms * float(np.exp(landing.normal(0.0, 0.03))), seed)
             self.base = ms
@@ -147,7 +150,7 @@ def test_sessions_that_land_apart_widen_every_interval():
         return Lands(0.98 if options["threads"] == 2 else 1.0, 0)
 
     tuned = search(
-        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=NO_GUARD, budget_s=60.0
     )
     (trial,) = tuned.trials
     assert trial.verdict == "tie" and trial.interval[0] < 1.0 < trial.interval[1]
@@ -164,7 +167,7 @@ def test_a_value_the_runtime_refuses_fails_that_candidate_and_the_search_goes_on
         stages((LEVEL,), 2),
         open_timer,
         protocol=PLAN,
-        guard=QUIET,
+        guard=NO_GUARD,
         budget_s=60.0,
     )
     failed = [t for t in tuned.trials if t.verdict == "failed"]
@@ -174,19 +177,25 @@ def test_a_value_the_runtime_refuses_fails_that_candidate_and_the_search_goes_on
 
 
 def test_an_incumbent_that_fails_stops_the_search_and_closes_every_session():
-    class Crashes(Scripted):
+    class Crashes(Session):
         def block(self, runs: int) -> Block:
             raise EdgekitError("onnx: the session crashed")
 
-    opened: list[Scripted] = []
+    opened: list[Session] = []
 
     def open_timer(options):
-        opened.append(Crashes(1.0, 0) if options["threads"] == 1 else Scripted(0.5, 0))
+        opened.append(Crashes(1.0, 0) if options["threads"] == 1 else Session(0.5, 0))
         return opened[-1]
 
     with pytest.raises(EdgekitError, match="the incumbent failed: onnx: the session crashed"):
         search(
-            "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+            "f.onnx",
+            DEFAULT,
+            stages((), 2),
+            open_timer,
+            protocol=PLAN,
+            guard=NO_GUARD,
+            budget_s=60.0,
         )
     assert len(opened) == 3 and all(timer.closed for timer in opened)
 
@@ -202,7 +211,7 @@ def test_a_stage_that_would_not_fit_the_budget_is_left_out_and_named():
         stages((MODE, LEVEL), 2),
         open_timer,
         protocol=PLAN,
-        guard=QUIET,
+        guard=NO_GUARD,
         budget_s=45.0,
         clock=lambda: next(ticks),
     )
@@ -215,7 +224,7 @@ def test_a_stage_that_would_not_fit_the_budget_is_left_out_and_named():
         stages((MODE, LEVEL), 2),
         open_timer,
         protocol=PLAN,
-        guard=QUIET,
+        guard=NO_GUARD,
         budget_s=50.0,
         clock=lambda: next(roomier),
     )
@@ -231,7 +240,7 @@ def test_a_knob_that_needs_another_is_searched_only_beside_it():
         [MODE, parallel],
         open_timer,
         protocol=PLAN,
-        guard=QUIET,
+        guard=NO_GUARD,
         budget_s=60.0,
     )
     assert [t.knob for t in tuned.trials] == ["mode"]  # mode stayed plain: inter_op moot
@@ -242,7 +251,7 @@ def test_a_knob_that_needs_another_is_searched_only_beside_it():
         [MODE, parallel],
         open_timer,
         protocol=PLAN,
-        guard=QUIET,
+        guard=NO_GUARD,
         budget_s=60.0,
     )
     assert [t.knob for t in tuned.trials] == ["mode", "inter_op"]  # fancy won: now it matters
@@ -258,7 +267,7 @@ def test_a_value_brings_the_options_it_needs():
         [fancy],
         open_timer,
         protocol=PLAN,
-        guard=QUIET,
+        guard=NO_GUARD,
         budget_s=60.0,
     )
     assert [(o["mode"], o["helpers"]) for o in asked] == [("plain", 1), ("plain", 1),
@@ -279,18 +288,18 @@ def test_threads_go_from_one_to_the_cores():
 def test_the_fastest_of_several_faster_values_wins_and_changed_names_it():
     open_timer, _ = scripted(lambda o: {1: 1.0, 2: 0.9, 3: 0.7}[o["level"]])
     tuned = search(
-        "f.onnx", DEFAULT, [LEVEL], open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+        "f.onnx", DEFAULT, [LEVEL], open_timer, protocol=PLAN, guard=NO_GUARD, budget_s=60.0
     )
     assert tuned.best["level"] == 3 and tuned.to_dict()["changed"] == {"level": 3}
     fancy, _ = scripted(lambda o: 0.7 if o["mode"] == "fancy" else 1.0)
-    tuned = search("f.onnx", DEFAULT, [MODE], fancy, protocol=PLAN, guard=QUIET, budget_s=60.0)
+    tuned = search("f.onnx", DEFAULT, [MODE], fancy, protocol=PLAN, guard=NO_GUARD, budget_s=60.0)
     assert tuned.changed == {"mode": "fancy"} and tuned.to_dict()["best"]["mode"] == "fancy"
 
 
 def test_a_candidate_a_little_faster_wins_only_beyond_the_incumbents_own_band():
     open_timer, _ = scripted(lambda o: 0.93 if o["threads"] == 2 else 1.0)
     tuned = search(
-        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=NO_GUARD, budget_s=60.0
     )
     assert tuned.trials[0].verdict == "faster" and tuned.best["threads"] == 2
 
@@ -305,7 +314,7 @@ def test_ratios_are_against_both_incumbent_sessions_and_p50s_from_the_final_comp
 
     open_timer, _ = scripted(landed)
     tuned = search(
-        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=NO_GUARD, budget_s=60.0
     )
     both = (1.0 * 1.04) ** 0.5  # the geometric mean of the two sessions
     assert tuned.trials[0].ratio == pytest.approx(0.6 / both, rel=0.01)
@@ -321,39 +330,39 @@ def test_errors_keep_their_first_line():
     def refuse(options):
         return "onnx: level 3 refused\ndetails" if options["level"] == 3 else None
 
-    class CrashesAtLevel2(Scripted):
+    class CrashesAtLevel2(Session):
         def block(self, runs: int) -> Block:
             raise EdgekitError("onnx: crashed\ntraceback")
 
-    opened: list[Scripted] = []
+    opened: list[Session] = []
 
     def open_timer(options):
         reason = refuse(options)
         if reason:
             raise EdgekitError(reason)
         slow = 0.7 if options["level"] == 1 else 1.0  # level 2 crashes, 3 is refused
-        opened.append(CrashesAtLevel2(slow, 0) if options["level"] == 2 else Scripted(slow, 0))
+        opened.append(CrashesAtLevel2(slow, 0) if options["level"] == 2 else Session(slow, 0))
         return opened[-1]
 
     tuned = search(
-        "f.onnx", DEFAULT, [LEVEL], open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+        "f.onnx", DEFAULT, [LEVEL], open_timer, protocol=PLAN, guard=NO_GUARD, budget_s=60.0
     )
     assert [(t.value, t.verdict, t.error) for t in tuned.trials] == [
         (2, "failed", "onnx: crashed"), (3, "failed", "onnx: level 3 refused")]  # fmt: skip
 
 
 def test_a_crash_of_one_candidate_leaves_the_next_one_judged():
-    class Crashes(Scripted):
+    class Crashes(Session):
         def block(self, runs: int) -> Block:
             raise EdgekitError("crashed")
 
     def open_timer(options):
         if options["level"] == 2:
             return Crashes(1.0, 0)
-        return Scripted(0.7 if options["level"] == 3 else 1.0, options["level"])
+        return Session(0.7 if options["level"] == 3 else 1.0, options["level"])
 
     tuned = search(
-        "f.onnx", DEFAULT, [LEVEL], open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+        "f.onnx", DEFAULT, [LEVEL], open_timer, protocol=PLAN, guard=NO_GUARD, budget_s=60.0
     )
     assert [t.verdict for t in tuned.trials] == ["failed", "faster"]
 
@@ -364,34 +373,40 @@ def test_a_crash_of_one_candidate_leaves_the_next_one_judged():
 def test_either_incumbent_session_failing_stops_the_search(session, message):
     count = iter(range(100))
 
-    class Crashes(Scripted):
+    class Crashes(Session):
         def block(self, runs: int) -> Block:
             raise EdgekitError(message)
 
     def open_timer(options):
-        return Crashes(1.0, 0) if next(count) == session else Scripted(1.0, 0)
+        return Crashes(1.0, 0) if next(count) == session else Session(1.0, 0)
 
     first_line = message.splitlines()[0]
     with pytest.raises(EdgekitError, match=rf"the incumbent failed: {first_line}$"):
         search(
-            "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+            "f.onnx",
+            DEFAULT,
+            stages((), 2),
+            open_timer,
+            protocol=PLAN,
+            guard=NO_GUARD,
+            budget_s=60.0,
         )
 
 
 def test_a_final_comparison_that_fails_keeps_the_start_and_says_why():
     count = iter(range(100))
 
-    class Crashes(Scripted):
+    class Crashes(Session):
         def block(self, runs: int) -> Block:
             raise EdgekitError("winner crashed\nmore")
 
     def open_timer(options):  # the sixth session is the winner's in the final comparison
         n = next(count)
         speed = 0.6 if options["threads"] == 2 else 1.0
-        return Crashes(speed, n) if n == 5 else Scripted(speed, n)
+        return Crashes(speed, n) if n == 5 else Session(speed, n)
 
     tuned = search(
-        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=NO_GUARD, budget_s=60.0
     )
     assert tuned.final == "failed: winner crashed" and tuned.best == DEFAULT
     assert tuned.rejected == DEFAULT | {"threads": 2}
@@ -405,7 +420,7 @@ def test_a_final_comparison_whose_sessions_cannot_open_keeps_the_start():
 
     open_timer, _ = scripted(two_cores_and_level, refuse)
     tuned = search(
-        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+        "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=NO_GUARD, budget_s=60.0
     )
     assert tuned.final == "failed: no memory left" and tuned.best == DEFAULT
 
@@ -415,7 +430,7 @@ def test_a_knob_with_one_value_or_not_applying_opens_nothing_and_the_next_still_
     later = Knob("later", (1, 2), "", requires={"mode": "fancy"})
     open_timer, opened = scripted(lambda options: 1.0)
     tuned = search("f.onnx", DEFAULT | {"solo": "only", "later": 1}, [solo, later, MODE],
-                   open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0)  # fmt: skip
+                   open_timer, protocol=PLAN, guard=NO_GUARD, budget_s=60.0)  # fmt: skip
     assert [t.knob for t in tuned.trials] == ["mode"]
     assert len(opened) == 3 + 2  # the one stage; the start's two sides at the end
 
@@ -429,14 +444,14 @@ def test_elapsed_is_the_time_the_search_took():
         [MODE],
         open_timer,
         protocol=PLAN,
-        guard=QUIET,
+        guard=NO_GUARD,
         budget_s=60.0,
         clock=lambda: next(ticks),
     )
     assert tuned.elapsed_s == 30 and tuned.budget_s == 60.0  # four looks at the clock
 
 
-class Drifting(Scripted):
+class Drifting(Session):
     """A session whose process landed ``landing`` off (each reopen lands anew), on a machine
     whose speed moves by ``drift`` from one session to the next."""
 
@@ -460,7 +475,13 @@ def test_the_p50_interval_covers_each_session_and_widens_with_the_drift_between_
             return Drifting(0.6 if options["threads"] == 2 else 1.0, next(seeds), spread)
 
         tuned = search(
-            "f.onnx", DEFAULT, stages((), 2), open_timer, protocol=PLAN, guard=QUIET, budget_s=60.0
+            "f.onnx",
+            DEFAULT,
+            stages((), 2),
+            open_timer,
+            protocol=PLAN,
+            guard=NO_GUARD,
+            budget_s=60.0,
         )
         assert tuned.final == "faster" and tuned.best["threads"] == 2
         low, high = tuned.best_p50_interval
