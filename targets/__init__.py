@@ -4,6 +4,7 @@ names them; each package's ``__init__`` defines and registers its ``Target``."""
 from __future__ import annotations
 
 import importlib
+import sys
 from importlib import metadata
 from typing import Any
 
@@ -49,8 +50,17 @@ def get_target(name: str) -> Any:
             f"unknown target '{name}' (choose from {', '.join(TARGET_MODULES)}, or all)"
         )
     if name not in _REGISTRY:
-        importlib.import_module(TARGET_MODULES[name][0])
+        _import_registering(TARGET_MODULES[name][0])
     return _REGISTRY[name]
+
+
+def _import_registering(module: str) -> None:
+    """Import ``module`` so that its ``@register`` runs: again, where it was imported while
+    another registry stood in for this one (a test's copy), since an import runs only once."""
+    if module in sys.modules:
+        importlib.reload(sys.modules[module])
+    else:
+        importlib.import_module(module)
 
 
 def parse_targets(names: str) -> list[str]:

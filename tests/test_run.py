@@ -197,11 +197,7 @@ def test_a_target_from_a_plugin_runs_through_edgekit_run(capsys, tmp_path, monke
     import edgekit.common.plugins
     import edgekit.targets
 
-    # the registries as they were: later tests must not see the plugin. Every built-in target
-    # is registered first: one first imported during this test would register into the copy
-    # only, and be missing from the registry later tests get back (its module already imported)
-    for name in edgekit.targets.target_names():
-        edgekit.targets.get_target(name)
+    # the registries as they were: later tests must not see the plugin
     monkeypatch.setattr(edgekit.targets, "TARGET_MODULES", dict(edgekit.targets.TARGET_MODULES))
     monkeypatch.setattr(edgekit.targets, "_REGISTRY", dict(edgekit.targets._REGISTRY))
     monkeypatch.setattr(edgekit.common.plugins, "_loaded", set())
@@ -224,8 +220,6 @@ def test_a_device_from_a_plugin_runs_through_edgekit_run(capsys, tmp_path, monke
     import edgekit.common.plugins
     import edgekit.devices
 
-    for name in [*edgekit.devices.device_names(), edgekit.devices.BOARD_SCHEME + "board"]:
-        edgekit.devices.device_class(name)  # every built-in registered first, as for targets
     monkeypatch.setattr(edgekit.devices, "DEVICE_MODULES", dict(edgekit.devices.DEVICE_MODULES))
     monkeypatch.setattr(edgekit.devices, "_REGISTRY", dict(edgekit.devices._REGISTRY))
     monkeypatch.setattr(edgekit.common.plugins, "_loaded", set())

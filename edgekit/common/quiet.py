@@ -54,14 +54,18 @@ class Captured:
     lines: list[str] = field(default_factory=list)
     echo: bool = True  # pass non-noise lines on to the real stderr when the block ends
 
+    def kept(self, extra: re.Pattern[str] | None = None) -> list[str]:
+        """The lines that are not the runtimes' usual chatter (nor ``extra``)."""
+        return [
+            line
+            for line in self.lines
+            if line.strip() and not CHATTER.search(line) and not (extra and extra.search(line))
+        ]
+
     def said(self) -> list[str]:
         """What the runtime said that is not its usual chatter, each without the
         ``[file.cpp:NN]`` a native log line starts with (for an error message)."""
-        return [
-            re.sub(r"^\[[\w.]+:\d+\]\s*", "", line)
-            for line in self.lines
-            if line.strip() and not CHATTER.search(line)
-        ]
+        return [re.sub(r"^\[[\w.]+:\d+\]\s*", "", line) for line in self.kept()]
 
 
 def _on_fd2() -> bool:
@@ -100,11 +104,7 @@ def quiet_native(also: tuple[str, ...] = ()) -> Iterator[Captured]:
                 captured.lines.extend(sink.read().decode(errors="replace").splitlines())
     finally:
         captured.lines.extend(python_side.getvalue().splitlines())
-        kept = [
-            line
-            for line in captured.lines
-            if line.strip() and not CHATTER.search(line) and not (extra and extra.search(line))
-        ]
+        kept = captured.kept(extra)
         if captured.echo and kept:
             sys.stderr.write("\n".join(kept) + "\n")
 

@@ -4,6 +4,7 @@ names them outside their own modules; ``get_device(name, **options)`` makes one.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 from edgekit.common.plugins import load_plugins
@@ -50,12 +51,14 @@ def device_class(name: str) -> type:
             f"unknown device '{name}' (choose from {', '.join(DEVICE_MODULES)}, or a board: "
             f"{BOARD_SCHEME}[user@]host[:port])"
         )
-    if module == BOARD_MODULE:  # every board is one class; the name says which board
-        importlib.import_module(module)
-        return _REGISTRY["ssh"]
-    if name not in _REGISTRY:
-        importlib.import_module(module)
-    return _REGISTRY[name]
+    # every board is one class, registered as "ssh"; the name says which board
+    key = "ssh" if module == BOARD_MODULE else name
+    if key not in _REGISTRY:
+        if module in sys.modules:  # imported while a test's copy stood in for the registry
+            importlib.reload(sys.modules[module])
+        else:
+            importlib.import_module(module)
+    return _REGISTRY[key]
 
 
 def get_device(name: str, **options: Any) -> Any:
