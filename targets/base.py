@@ -105,6 +105,7 @@ ROLES = {
     "official_runner": "no official benchmark runner for phones",
     "planned_memory": "no planned-memory reader in this edgekit",
     "golden_files": "no runner or runtime test files for golden bundles",
+    "convert_block": "no block-by-block conversion for edgekit culprit",
 }
 
 
@@ -133,6 +134,9 @@ class Target:
     roles: ClassVar[frozenset[str]] = frozenset()
     # ... or by the module named here (relative to the package: {"planned_memory": "memory"})
     role_modules: ClassVar[dict[str, str]] = {}
+    # where a failure of each stage belongs upstream (quantize, convert, load), for culprit's
+    # repro folders; torch.export's own failures belong to pytorch/pytorch whatever the target
+    upstream: ClassVar[dict[str, str]] = {}
 
     def has_role(self, role: str) -> bool:
         """Does this target fill ``role``: declared, or a method of its own (a plugin's)."""

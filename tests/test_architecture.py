@@ -56,6 +56,7 @@ ORDER = (
     "edgekit.analysis",
     "edgekit.tune",
     "edgekit.export",
+    "edgekit.culprit",
     "edgekit.golden",
     "edgekit.run",
     "edgekit.cluster",

@@ -97,6 +97,14 @@ CASES = {
         ["export", "--model", "{garbage_keras}"], "garbage_keras", 2, "not a loadable Keras model"),
     "export-unknown-file-type": (
         ["export", "--model", "{text_file}"], "text_file", 2, "unknown model file type"),
+    "culprit-unknown-target": (
+        ["culprit", "--target", "coreml"], None, 2, "unknown target 'coreml'"),
+    "culprit-a-recipe-it-cannot-convert": (
+        ["culprit", "--target", "onnx", "--recipe", "fp16"], None, 2, "--recipe fp16"),
+    "culprit-no-time-to-convert": (
+        ["culprit", "--target", "onnx", "--timeout", "0"], None, 2, "--timeout 0"),
+    "culprit-unknown-model": (
+        ["culprit", "--target", "onnx", "--model", "zoo:alexnet"], None, 2, "no such zoo model"),
     "export-unknown-zoo-model": (
         ["export", "--model", "zoo:alexnet"], None, 2, "no such zoo model"),
     "export-unimportable-factory": (

@@ -20,6 +20,7 @@ import typer
 from edgekit.cli import (  # noqa: F401
     audit,
     cluster,
+    culprit,
     export,
     golden,
     machine,

@@ -87,12 +87,18 @@ def export(
         bool, typer.Option("--point-estimate", help="--max-drop on the drop, not its upper bound")
     ] = False,
     noise_guard: NoiseGuardOption = True,  # --max-drop's steps
+    culprit: Annotated[
+        bool,
+        typer.Option(
+            "--culprit", help="for each cell that fails, find the block that makes it fail"
+        ),
+    ] = False,
     as_json: JsonOption = False,
     foreign: ForeignOptions = None,
 ) -> None:
     """Export (and quantize) a model, validate it against the source, write artifact + manifest.
     An .onnx model is described by --layout, --mean, --std... (see eval)."""
-    from edgekit.errors import UnsupportedExport
+    from edgekit.errors import ExportRejected, UnsupportedExport
     from edgekit.export.pipeline import export_artifact
     from edgekit.sources.data import load_dataset
     from edgekit.sources.load import load_model
@@ -145,12 +151,19 @@ def export(
                     io_dtype=io,
                     keep_float=keep,
                 )
-            except UnsupportedExport as exc:
-                if len(targets) * len(recipes) == 1:
+            except (UnsupportedExport, ExportRejected) as exc:
+                if len(targets) * len(recipes) == 1 and not culprit:
                     raise
                 failures.append((target_name, spec.name, str(exc)))
                 continue
             results.append(result)
+    if culprit:
+        from edgekit.cli.culprit import search_and_show
+
+        for target_name, recipe_name, _ in failures:
+            if recipe_name in ("fp32", "int8"):
+                search_and_show(source, data, target_name, recipe_name,
+                                output / "culprit", 300.0, as_json=False)  # fmt: skip
     if as_json:
         payload = {
             "artifacts": [
@@ -163,7 +176,8 @@ def export(
         views.exports(results, failures)
     if failures and not results:
         reasons = dict.fromkeys(why.split(": ", 1)[-1] for _, _, why in failures)
-        raise UserInputError("nothing exported: " + "; ".join(reasons))
+        # a converter that refuses the model is not bad input: exit 1, as for one cell
+        raise UnsupportedExport("nothing exported: " + "; ".join(reasons))
     if failures:
         # a requested artifact that was not made is a failed request: what was made is kept,
         # and a CI sees the rest fail (exit 1)

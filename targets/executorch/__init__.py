@@ -32,6 +32,7 @@ class ExecuTorchTarget(Target):
     guest_modules = ("executorch_numpy_runtime",)
     roles = frozenset(
         {
+            "convert_block",
             "census",
             "coverage",
             "describe",
@@ -42,6 +43,11 @@ class ExecuTorchTarget(Target):
             "profile",
         }
     )
+    upstream: ClassVar[dict[str, str]] = {
+        "quantize": "pytorch/executorch",
+        "convert": "pytorch/executorch",
+        "load": "pytorch/executorch",
+    }
     role_modules: ClassVar[dict[str, str]] = {"planned_memory": "memory"}
 
     def export(self, request: ExportRequest) -> ExportInfo:

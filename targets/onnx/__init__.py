@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from edgekit.common.fileio import temporary_directory
 from edgekit.targets import register
@@ -39,6 +39,7 @@ class OnnxTarget(Target):
     guest_modules = ("onnxruntime",)
     roles = frozenset(
         {
+            "convert_block",
             "census",
             "coverage",
             "describe",
@@ -48,6 +49,11 @@ class OnnxTarget(Target):
             "profile",
         }
     )
+    upstream: ClassVar[dict[str, str]] = {
+        "quantize": "microsoft/onnxruntime",
+        "convert": "pytorch/pytorch",
+        "load": "microsoft/onnxruntime",
+    }
     session_options = ("provider", *(knob.name for knob in KNOBS))  # provider: cuda or tensorrt
     tuning_knobs = KNOBS
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from edgekit.common.fileio import raise_disk_error, temporary_directory
 from edgekit.common.quiet import quiet_native, quiet_python
@@ -78,6 +78,7 @@ class TFLiteTarget(Target):
     guest_modules = ("ai_edge_litert",)
     roles = frozenset(
         {
+            "convert_block",
             "census",
             "coverage",
             "describe",
@@ -87,6 +88,11 @@ class TFLiteTarget(Target):
             "profile",
         }
     )
+    upstream: ClassVar[dict[str, str]] = {
+        "quantize": "google-ai-edge/litert-torch",
+        "convert": "google-ai-edge/litert-torch",
+        "load": "google-ai-edge/LiteRT",
+    }
 
     def unsupported_reason(
         self, recipe: str, source: SourceModel, io_dtype: str = "float32"

@@ -1,0 +1,134 @@
+"""The culprit's worker: ``python -m edgekit.culprit.child REQUEST_JSON``, one process that loads
+the model once and converts block after block, so that a crash or a hang takes only this
+process down (the parent, ``edgekit.culprit.worker``, restarts it).
+
+It answers on the file descriptor the request names, one JSON line per message: ``ready``
+(the blocks of the model) once, then for each request a ``stage`` line as each step starts and
+one ``outcome``. Requests arrive on stdin: ``{"attempt": PATH}`` or ``{"repro": PATH, "folder":
+DIR}``."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class Worker:
+    def __init__(self, request: dict[str, Any], answer: Any) -> None:
+        from edgekit.culprit.record import block_calls
+        from edgekit.quantize.recipes import get_recipe
+        from edgekit.sources.data import load_dataset
+        from edgekit.sources.load import reload_model
+        from edgekit.targets import get_target
+
+        self.answer = answer
+        self.recipe = request["recipe"]
+        self.min_sqnr_db = get_recipe(self.recipe).tolerance.min_sqnr_db
+        plugin = get_target(request["target"])
+        self.convert_block = plugin.role_function("convert_block")
+        # the converter's and runtime's imports before "ready": an attempt's deadline then
+        # times the conversion, not the first import
+        for name in (*plugin.export_modules, *plugin.run_modules):
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
+        source = reload_model(request["source"])
+        self.model = source.module.eval()
+        dataset = load_dataset(request["data"], source.preprocess)
+        self.checks = dataset.evaluation.x[: request["checks"]]
+        self.calibration = dataset.calibration.x[: request["calibration"]]
+        self.calls = block_calls(self.model, self.checks[:1])
+        self.say({"ready": [call.to_dict() for call in self.calls.values()]})
+
+    def say(self, message: dict[str, Any]) -> None:
+        self.answer.write(json.dumps(message) + "\n")
+        self.answer.flush()
+
+    def inputs(self, path: str) -> tuple[np.ndarray, np.ndarray | None]:
+        from edgekit.culprit.record import block_inputs
+
+        checks = block_inputs(self.model, path, self.checks)
+        if self.recipe != "int8":
+            return checks, None
+        return checks, block_inputs(self.model, path, self.calibration)
+
+    def attempt(self, path: str) -> dict[str, Any]:
+        import torch
+
+        from edgekit.culprit.harness import judged
+        from edgekit.culprit.outcome import STAGE_CLASS, Outcome, error_line, op_named
+        from edgekit.culprit.record import bound_block
+
+        started = time.perf_counter()
+        module = bound_block(self.model, self.calls[path])
+        checks, calibration = self.inputs(path)
+        with torch.no_grad():
+            reference = np.stack([module(torch.from_numpy(x)).numpy() for x in checks])
+        stage = ["export"]
+
+        def enter(name: str) -> None:
+            stage[0] = name
+            self.say({"stage": name})
+
+        scratch = Path(tempfile.mkdtemp(prefix="edgekit-culprit-"))
+        try:
+            run = self.convert_block(module, checks[0], self.recipe, calibration, scratch, enter)
+            outputs = np.stack([run(x) for x in checks])
+        except Exception as exc:
+            outcome = Outcome(STAGE_CLASS[stage[0]], stage[0], error_line(exc), op_named(exc))
+        else:
+            verdict = judged(reference, outputs, self.min_sqnr_db)
+            failure = "mismatch" if verdict["mismatch"] else None
+            message = ""
+            if failure:
+                message = (
+                    f"SQNR {verdict.get('sqnr_db', float('nan')):.1f} dB against torch (min "
+                    f"{self.min_sqnr_db:g}), {verdict.get('inputs_below')} of "
+                    f"{verdict.get('inputs')} inputs below"
+                )
+            outcome = Outcome(failure, "compare", message, verdict=verdict)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        outcome.seconds = round(time.perf_counter() - started, 2)
+        return outcome.to_dict()
+
+    def repro(self, path: str, folder: str) -> dict[str, Any]:
+        import torch
+
+        call = self.calls[path]
+        checks, calibration = self.inputs(path)
+        where = Path(folder)
+        torch.save(self.model.get_submodule(path), where / "block.pt")
+        (where / "call.json").write_text(json.dumps({"rest": call.rest, "kwargs": call.kwargs}))
+        np.save(where / "inputs.npy", checks)
+        if calibration is not None:
+            np.save(where / "calibration.npy", calibration)
+        return {"written": sorted(p.name for p in where.iterdir())}
+
+
+def main() -> None:
+    request = json.loads(sys.argv[1])
+    from edgekit.common.quiet import quiet_user_code
+
+    with os.fdopen(request["answer_fd"], "w") as answer:
+        with quiet_user_code():
+            worker = Worker(request, answer)
+        for line in sys.stdin:
+            asked = json.loads(line)
+            if "attempt" in asked:
+                worker.say({"outcome": worker.attempt(asked["attempt"])})
+            elif "repro" in asked:
+                worker.say({"outcome": worker.repro(asked["repro"], asked["folder"])})
+
+
+if __name__ == "__main__":
+    main()

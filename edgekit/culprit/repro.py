@@ -1,0 +1,138 @@
+"""A repro folder a maintainer accepts: ``repro.py`` (edgekit's harness and the target's
+``convert_block``, copied as source, and a main that needs neither edgekit nor this machine),
+the block pickled with its weights (``block.pt``), how it was called (``call.json``), its inputs
+as .npy, the versions, the exact error, and the upstream repository it belongs to."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from edgekit.common.versions import package_version, tool_versions
+from edgekit.culprit import harness
+
+MAIN = """
+
+RECIPE = {recipe!r}
+MIN_SQNR_DB = {min_sqnr_db!r}
+EXPECTED = {expected!r}
+
+
+def main() -> None:
+    import json
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    block = torch.load(here / "block.pt", weights_only=False).eval()
+    call = json.loads((here / "call.json").read_text())
+    module = BoundBlock(block, call["rest"], call["kwargs"]).eval()
+    inputs = np.load(here / "inputs.npy")
+    calibration_file = here / "calibration.npy"
+    calibration = np.load(calibration_file) if calibration_file.exists() else None
+    with torch.no_grad():
+        reference = np.stack([module(torch.from_numpy(x)).numpy() for x in inputs])
+    print("expected:", EXPECTED, flush=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        stage = lambda name: print("stage:", name, flush=True)  # noqa: E731
+        run = convert_block(module, inputs[0], RECIPE, calibration, Path(scratch), stage)
+        outputs = np.stack([run(x) for x in inputs])
+    verdict = judged(reference, outputs, MIN_SQNR_DB)
+    if verdict["mismatch"]:
+        sys.exit(f"mismatch: {{verdict}}")
+    print("no failure: converted, loaded and matched torch", verdict)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def _body(module: Any, seen: set[str]) -> str:
+    """A module's source without its docstring, its ``from __future__`` line and the imports
+    an earlier part of the script already made (``seen``)."""
+    source = inspect.getsource(module)
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    kept = []
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            continue
+        start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        text = "\n".join(lines[start - 1 : node.end_lineno])
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if text in seen:
+                continue
+            seen.add(text)
+        kept.append(text)
+    return "\n\n".join(kept)
+
+
+def script(convert_module: Any, recipe: str, min_sqnr_db: float, expected: str, about: str) -> str:
+    head = f'"""{about}"""\n\nfrom __future__ import annotations\n\n'
+    seen: set[str] = set()
+    parts = [_body(harness, seen), _body(convert_module, seen)]
+    main = MAIN.format(recipe=recipe, min_sqnr_db=min_sqnr_db, expected=expected)
+    return head + "\n\n\n".join(parts) + main
+
+
+def versions(packages: tuple[str, ...]) -> dict[str, str]:
+    extra = {name: package_version(name) for name in packages}
+    return tool_versions({name: version for name, version in extra.items() if version})
+
+
+def write_folder(final: Path, files: dict[str, str], fill: Any) -> Path:
+    """Write the folder beside ``final`` and rename it into place complete: ``fill(staging)``
+    adds the block and its inputs, ``files`` the text files."""
+    final = final.resolve()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
+    try:
+        fill(staging)
+        for name, text in files.items():
+            (staging / name).write_text(text)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final
+
+
+def readme(record: dict[str, Any]) -> str:
+    culprit = record["culprit"]
+    outcome = culprit["outcome"]
+    return "\n".join(
+        [
+            f"# {record['target']}/{record['recipe']}: {outcome['failure']} failure in "
+            f"`{culprit['path'] or '<model>'}` ({culprit['kind']})",
+            "",
+            f"Model: `{record['model']}`. Stage: {outcome['stage']}. "
+            f"Op: {outcome['op'] or 'not named by the error'}.",
+            "",
+            "```",
+            outcome["message"],
+            "```",
+            "",
+            f"Belongs to: https://github.com/{record['upstream']}",
+            "",
+            "Run `python repro.py` in an environment with the versions below; it fails the same "
+            "way (a hang hangs: stop it with Ctrl-C). `block.pt` is the block with the model's "
+            f"own weights; unpickling it imports `{culprit['module']}`, which must be importable.",
+            "",
+            "```json",
+            json.dumps(record["versions"], indent=2),
+            "```",
+            "",
+        ]
+    )

@@ -1,0 +1,107 @@
+"""Models with one planted failure inside one block of a larger model, for ``edgekit culprit``
+(``planted_models:log_gamma``): the culprit must name ``body.1.odd`` each time."""
+
+import time
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+
+class LogGamma(nn.Module):
+    """lgamma: no lowering in litert-torch, no ONNX function, not in ExecuTorch's core ATen."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.lgamma(x.abs() + 1)
+
+
+class SignBranch(nn.Module):
+    """Python control flow on a tensor's value: torch.export cannot trace it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2 if x.sum() > 0 else -x
+
+
+class Spike(nn.Sequential):
+    """Exact in float: ``spike`` puts 1000 on channel 0 and ``drop`` ignores that channel. In
+    int8 the spike sets the per-tensor scale near 8, so every other channel rounds to zero."""
+
+    def __init__(self, channels: int) -> None:
+        eye = torch.eye(channels).view(channels, channels, 1, 1)
+        spike, drop = nn.Conv2d(channels, channels, 1), nn.Conv2d(channels, channels, 1)
+        with torch.no_grad():
+            spike.weight.copy_(eye)
+            spike.bias.zero_()
+            spike.bias[0] = 1000.0
+            drop.weight.copy_(eye)
+            drop.weight[:, 0] = 0.0
+            drop.bias.zero_()
+        super().__init__(spike, drop)
+
+
+class SleepsWhenExported(nn.Module):
+    """A stand-in for a converter that hangs: tracing it never ends."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_exporting():
+            time.sleep(3600)
+        return x
+
+
+class Block(nn.Module):
+    def __init__(self, channels: int, odd: nn.Module | None = None) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.act = nn.ReLU()
+        self.odd = odd if odd is not None else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.odd(self.act(self.conv(x)))
+
+
+class Planted(nn.Module):
+    edgekit_preprocess: ClassVar[dict] = {
+        "channels": 1,
+        "input_size": (16, 16),
+        "mean": (0.5,),
+        "std": (0.5,),
+        "class_names": [str(digit) for digit in range(10)],
+    }
+
+    def __init__(self, odd: nn.Module | None) -> None:
+        super().__init__()
+        # no biases: the logits follow the input, so a block that loses it shows in them
+        self.stem = nn.Conv2d(1, 8, 3, padding=1, bias=False)
+        self.body = nn.Sequential(Block(8), Block(8, odd), Block(8))
+        self.head = nn.Sequential(
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10, bias=False)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(self.stem(x)))
+
+
+def _planted(odd: nn.Module | None) -> nn.Module:
+    torch.manual_seed(0)  # the planted block is built after the seed, with the rest
+    return Planted(odd).eval()
+
+
+def log_gamma() -> nn.Module:
+    return _planted(LogGamma())
+
+
+def sign_branch() -> nn.Module:
+    return _planted(SignBranch())
+
+
+def spike() -> nn.Module:
+    torch.manual_seed(0)
+    return Planted(Spike(8)).eval()
+
+
+def sleeps_when_exported() -> nn.Module:
+    return _planted(SleepsWhenExported())
+
+
+def clean() -> nn.Module:
+    return _planted(None)
