@@ -408,6 +408,7 @@ def main() -> None:
             "layer_profile.py",
             "cluster.py",
             "tune.py",
+            "coverage.py",
         ):
             subprocess.run([sys.executable, str(HERE / script)], check=True)
     pages = {name: page_of(name) for name in names}  # every block found before anything runs

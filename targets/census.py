@@ -54,6 +54,9 @@ class CensusOp:
     granularity: str | None = None  # int8 weights: per-channel or per-tensor
     dynamic: bool = False  # int8 weights on float activations quantized at run time
     macs: int = 0  # multiply-accumulates of one inference (batch 1)
+    # why the converter's own documented rule leaves this op float in a dynamic-range file (a
+    # TFLiteConverter weight under 1024 elements), None where no rule does
+    float_by_rule: str | None = None
     fast: bool = True  # inside the delegate / on the runtime's fast path
     where: str = (
         ""  # what runs it: XNNPACK, builtin kernels, portable kernels, CPUExecutionProvider

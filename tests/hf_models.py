@@ -62,6 +62,17 @@ def deit() -> torch.nn.Module:
     return _built(transformers.DeiTForImageClassification, config)
 
 
+def beit() -> torch.nn.Module:
+    """BEiT with its relative position bias: integer arithmetic on the position index inside
+    the graph PT2E quantizes."""
+    config = transformers.BeitConfig(
+        image_size=32, patch_size=8, num_channels=3, hidden_size=32, num_hidden_layers=1,
+        num_attention_heads=2, intermediate_size=64, use_relative_position_bias=True,
+        **SPREAD, **LABELS,
+    )  # fmt: skip
+    return _built(transformers.BeitForImageClassification, config)
+
+
 def convnext() -> torch.nn.Module:
     config = transformers.ConvNextConfig(
         num_channels=3, patch_size=4, num_stages=2, hidden_sizes=[16, 32], depths=[1, 1],

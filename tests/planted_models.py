@@ -105,3 +105,11 @@ def sleeps_when_exported() -> nn.Module:
 
 def clean() -> nn.Module:
     return _planted(None)
+
+
+def flat() -> nn.Module:
+    """A head of zeros: logits that never move with the input, as some random inits give."""
+    model = _planted(None)
+    with torch.no_grad():
+        model.head[2].weight.zero_()
+    return model

@@ -21,7 +21,7 @@ def test_help_lists_the_commands(capsys, monkeypatch):
     assert result.code == 0
     listed = re.findall(r"^│ ([a-z][a-z-]*) ", result.out, re.M)
     assert listed == [
-        "audit", "export", "golden", "doctor", "eval", "bench", "check", "profile",
+        "audit", "culprit", "export", "golden", "doctor", "eval", "bench", "check", "profile",
         "quantize-debug", "run", "report", "history", "compare", "tune", "zoo", "device",
         "cluster",
     ]  # fmt: skip

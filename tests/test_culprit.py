@@ -165,3 +165,15 @@ def test_a_module_that_cannot_be_converted_alone_passes_its_children_up():
     ]
     assert [b["path"] for b in children_of("", blocks)] == ["layers.0", "head"]
     assert [b["path"] for b in children_of("layers.0", blocks)] == ["layers.0.mlp"]
+
+
+def test_a_degenerate_source_is_named_by_export_and_by_culprit(capsys, tmp_path):
+    """All-zero logits: export says the source is degenerate (its validation compared
+    nothing); culprit says there is nothing to compare and exits 0."""
+    exported = run_cli(capsys, "export", "--model", "planted_models:flat", "--target", "onnx",
+                       "-o", str(tmp_path / "out"))  # fmt: skip
+    assert exported.code == 0
+    assert "the source flat is degenerate: its logits do not move" in exported.err
+    result, record, _ = _culprit(capsys, tmp_path, "flat", "onnx")
+    assert result.code == 0 and record is None
+    assert "the source itself is degenerate" in result.out

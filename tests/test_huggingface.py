@@ -87,6 +87,17 @@ def test_a_vit_factory_exports_to_every_target_through_its_logits(vit_exports):
     assert "input shape 3,32,32 (C,H,W) from the model's config" in err
 
 
+def test_beits_integer_position_index_is_not_observed_by_int8(capsys, cifar_npz, tmp_path):
+    """PT2E's quantizers would put a histogram observer on the Long position index ("histogram_cpu"
+    not implemented for 'Long'); edgekit keeps observers to float tensors."""
+    result = run_cli(capsys, "export", "--model", "hf_models:beit", "--target", "tflite,executorch",
+                     "--int8", "--data", cifar_npz, "-o", str(tmp_path))  # fmt: skip
+    assert result.code == 0, result.err
+    assert "histogram" not in result.err
+    assert sorted(p.name for p in tmp_path.glob("*int8*[!n]")) == [
+        "beit-int8.pte", "beit-int8.tflite"]  # fmt: skip
+
+
 def test_a_save_pretrained_folder_keeps_its_preprocessing_in_the_manifest(pets_exports):
     exported, err = pets_exports
     assert set(exported) == {(t, "fp32") for t in TARGETS}

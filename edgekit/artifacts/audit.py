@@ -50,6 +50,8 @@ class Audit:
     fast_ops: int
     checks: list[Check] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # the ops a dynamic-range expectation let stay float by the converter's own rule, said
+    float_by_rule: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -142,6 +144,12 @@ def looks_like(census: Census) -> str:
     weight = (lambda op: op.macs) if any(op.macs for op in macs) else (lambda op: 1)
     total = sum(weight(op) for op in macs) or 1
     int8 = [op for op in macs if op.compute == "int8"]
+    if (
+        int8
+        and all(op.dynamic for op in int8)
+        and all(op.float_by_rule for op in macs if op.compute in ("fp32", "fp16"))
+    ):
+        return "int8-dynamic"  # every float op is one the converter's own rule leaves float
     if sum(weight(op) for op in int8) / total >= 0.5:
         dynamic = sum(weight(op) for op in int8 if op.dynamic)
         return "int8-dynamic" if dynamic > sum(weight(op) for op in int8) / 2 else "int8"
@@ -223,6 +231,16 @@ def _expect(expect: str, macs: list[CensusOp], report: Audit) -> Check:
     floating = [op for op in macs if op.compute in ("fp32", "fp16")]
     static = [op for op in macs if op.compute == "int8" and not op.dynamic]
     dynamic = [op for op in macs if op.compute == "int8" and op.dynamic]
+    if expect == "int8-dynamic" and dynamic:
+        # judged by the converter's own rule, as the label is: what it leaves float on purpose
+        # is said, not failed
+        by_rule = [op for op in floating if op.float_by_rule]
+        if by_rule:
+            report.float_by_rule = (
+                f"{len(by_rule)} of {len(macs)} conv/matmul ops ({_share(by_rule, macs)}): "
+                f"{by_rule[0].float_by_rule}: {_names(by_rule)}"
+            )
+        floating = [op for op in floating if not op.float_by_rule]
     if expect in ("int8", "int8-dynamic"):
         if floating:
             reasons.append(

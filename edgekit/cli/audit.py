@@ -83,6 +83,8 @@ def show(report: object) -> None:
         lines.append(f"  float islands ({len(r.float_islands)}): {islands}")
     if r.qdq_pairs:
         lines.append(f"  Q/DQ round trips ({len(r.qdq_pairs)}): " + "; ".join(r.qdq_pairs[:4]))
+    if r.float_by_rule:
+        lines.append(f"  float by the converter's rule: {r.float_by_rule}")
     if r.off_fast_path:
         off = ", ".join(f"{name} x{count}" for name, count in r.off_fast_path.items())
         lines.append(f"  off the fast path: {off}")

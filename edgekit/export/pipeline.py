@@ -38,6 +38,8 @@ from edgekit.targets.base import Accelerator, ExportRequest
 from edgekit.targets.manifest import SCHEMA_VERSION, Manifest
 
 VALIDATION_SAMPLES = 200
+# a source whose logits spread less than this across the validation images is degenerate
+FLAT_LOGITS = 1e-6
 DEFAULT_OUTPUT_DIR = Path("edgekit-artifacts")
 
 
@@ -109,7 +111,15 @@ def export_artifact(
     )
     check_space(out_dir, source)
     try:
-        info = plugin.export(request)
+        try:
+            info = plugin.export(request)
+        except (EdgekitError, OSError, MemoryError):  # a full disk is said by its own handler
+            raise
+        except Exception as exc:  # the converter's own failure: its words, not "a bug in edgekit"
+            raise UnsupportedExport(
+                f"{target}/{recipe}: not supported for {source.name}: the converter failed "
+                f"({type(exc).__name__}: {first_line(exc)})"
+            ) from exc
         if not partial.is_file():
             raise UnsupportedExport(f"{target}/{recipe}: the exporter wrote no file")
         manifest = _manifest(source, target, recipe, calibration, info, partial)
@@ -129,6 +139,12 @@ def export_artifact(
             coverage = plugin.coverage(partial, manifest)
         manifest = manifest.replace(coverage=coverage.to_dict(), transposes=coverage.transposes)
         warnings = list(info.warnings) + _fallback_warnings(target, coverage)
+        spread = validation.get("source_spread")
+        if validation["passed"] and spread is not None and spread < FLAT_LOGITS:
+            warnings.append(
+                f"the source {source.name} is degenerate: its logits do not move with the input "
+                f"(largest spread {spread:.2g}), so this validation compared nothing"
+            )
         audit, audit_warnings = _audit(final, census, recipe, io_dtype, keep_float)
         warnings += audit_warnings
         passed = validation["passed"]
@@ -141,6 +157,13 @@ def export_artifact(
         partial.unlink(missing_ok=True)
     if not passed:
         figures = validation
+        spread = figures.get("source_spread")
+        if spread is not None and spread < FLAT_LOGITS:
+            raise ExportRejected(
+                f"{destination}: the source {source.name} is degenerate: its logits do not move "
+                f"with the input (largest spread {spread:.2g} across {len(validation_x)} images), "
+                "so no comparison can pass; kept under the .rejected name"
+            )
         raise ExportRejected(
             f"{destination}: validation failed against {source.name}: SQNR "
             f"{figures['sqnr_db']:.1f} dB (min {spec.tolerance.min_sqnr_db}), top-1 agreement "
@@ -208,8 +231,15 @@ def _manifest(
 def _validate(
     plugin: Any, path: Path, manifest: Manifest, source: SourceModel, x: np.ndarray, spec: Any
 ) -> dict[str, Any]:
-    with quiet_native():  # the runtimes log their CPU probing and threadpool size on fd 2
-        session = plugin.open(path, manifest, Accelerator.CPU, threads=1)
+    try:
+        with quiet_native():  # the runtimes log their CPU probing and threadpool size on fd 2
+            session = plugin.open(path, manifest, Accelerator.CPU, threads=1)
+    except Exception as exc:  # the runtime refuses what its own converter wrote: not bad input
+        target, recipe = manifest.target, manifest.recipe
+        raise UnsupportedExport(
+            f"{target}/{recipe}: not supported for {source.name}: the exported file does not "
+            f"load in its runtime ({type(exc).__name__}: {first_line(exc)})"
+        ) from None
     try:
         with quiet_native() as captured:  # a runtime that refuses the file logs why on fd 2
             try:
@@ -227,7 +257,11 @@ def _validate(
         ) from None
     finally:
         session.close()
-    figures = compare_outputs(source.predict(x), outputs)
+    reference = source.predict(x)
+    figures = compare_outputs(reference, outputs)
+    # logits that do not move with the input (a random init's near-zero head) carry nothing to
+    # validate against: said as the source's state, not as the converter's error
+    figures["source_spread"] = float(reference.std(axis=0).max()) if len(reference) > 1 else None
     tolerance = spec.tolerance
     figures["tolerance"] = {
         "min_sqnr_db": tolerance.min_sqnr_db,

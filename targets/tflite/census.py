@@ -22,6 +22,9 @@ from edgekit.targets.round_trips import DEQUANTIZE, QUANTIZE, OpGraph, round_tri
 from edgekit.targets.session import TensorSpec
 
 INTEGER = ("int8", "uint8", "int16", "int4")
+# TFLiteConverter's dynamic-range rule (its weight quantizer's min_elements): smaller weights
+# stay float, on purpose; ai-edge-quantizer's recipes quantize every weight
+DYNAMIC_MIN_ELEMENTS = 1024
 MAC_OPS = {
     "CONV_2D",
     "DEPTHWISE_CONV_2D",
@@ -223,6 +226,12 @@ class _Graph:
             entry.module = mac_module_of([*stored, tensor_name])
             stored = self.weight_dtype(weight)
             entry.weights = {"float32": "fp32", "float16": "fp16"}.get(stored, stored)
+            elements = int(np.prod(self.shape(weight))) if self.constant(weight) else 0
+            if stored in ("float32", "float16") and 0 < elements < DYNAMIC_MIN_ELEMENTS:
+                entry.float_by_rule = (
+                    f"TFLiteConverter's dynamic-range quantization leaves weights under "
+                    f"{DYNAMIC_MIN_ELEMENTS} elements float ({elements})"
+                )
             if stored in INTEGER:
                 entry.granularity = self.granularity(weight)
                 # dynamic range: the kernel reads the int8 weight itself (one read through a

@@ -1,0 +1,275 @@
+"""The coverage table: every image-classification architecture the pinned transformers ships,
+built from a small config with random weights (benchmarks/small_configs.py; nothing is
+downloaded), saved as a user's save_pretrained folder, and taken through each target x fp32/int8
+as a user runs it (``edgekit export --model FOLDER``). Each cell that fails is searched with
+``edgekit culprit``. Writes benchmarks/coverage.json and docs/measurements/coverage.md.
+
+    .venv/bin/python benchmarks/coverage.py [--only vit,swin] [--timeout 900]
+
+About an hour on 2 cores; run it on a quiet machine only for its seconds column."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import HERE, header, write_json, write_markdown
+from small_configs import small_config
+
+ROOT = HERE.parent
+EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
+RECORD = HERE / "coverage.json"
+PAGE = ROOT / "docs" / "measurements" / "coverage.md"
+TARGETS = ("tflite", "executorch", "onnx")
+RECIPES = ("fp32", "int8")
+DATA = "synthetic:64"
+CLASSES = [f"class_{i}" for i in range(10)]
+# a source whose logits spread less than this across images carries no signal to validate
+FLAT_LOGITS = 1e-6
+# what export says of a cell it could not validate against a degenerate source
+DEGENERATE = re.compile(r"is degenerate|validation failed")
+
+
+def build(model_type: str, folder: Path) -> dict:
+    """Save ``model_type``'s small random model in ``folder``; what its logits look like."""
+    import torch
+    import transformers
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES as CLASSIFIERS,
+    )
+
+    config = small_config(model_type)
+    config.id2label = dict(enumerate(CLASSES))
+    config.label2id = {name: i for i, name in enumerate(CLASSES)}
+    torch.manual_seed(0)
+    named = CLASSIFIERS[model_type]  # the first where the mapping offers several heads
+    model = getattr(transformers, named if isinstance(named, str) else named[0])(config).eval()
+    vision = getattr(config, "vision_config", None) or config
+    size = getattr(vision, "image_size", 32)  # convolutional configs take any size
+    size = size if isinstance(size, int) else size[0]
+    channels = getattr(vision, "num_channels", 3)
+    images = torch.rand(8, channels, size, size, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        logits = model(pixel_values=images).logits
+    model.save_pretrained(folder)
+    spread = float(logits.std(dim=0).max())
+    return {
+        "class": type(model).__name__,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "input": [channels, size, size],
+        "max_abs_logit": float(logits.abs().max()),
+        "logit_spread": spread,
+        "degenerate": spread < FLAT_LOGITS,
+    }
+
+
+def edgekit(args: list[str], timeout_s: float) -> tuple[int | str, dict | None, str]:
+    """Exit code (or "timeout"), the JSON it printed, and its last line on stderr."""
+    env = {**os.environ, "COLUMNS": "200"}
+    try:
+        done = subprocess.run([EDGEKIT, *args, "--json"], capture_output=True, text=True,
+                              timeout=timeout_s, env=env, check=False)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return "timeout", None, f"no result after {timeout_s:g} s"
+    try:
+        payload = json.loads(done.stdout) if done.stdout.strip() else None
+    except json.JSONDecodeError:
+        payload = None
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    return done.returncode, payload, lines[-1] if lines else ""
+
+
+def cells(folder: Path, out: Path, timeout_s: float, source: dict) -> dict:
+    """Every target x recipe of one model in one ``edgekit export`` (one model load)."""
+    started = time.perf_counter()
+    args = ["export", "--model", str(folder), "--target", ",".join(TARGETS),
+            "--recipe", ",".join(RECIPES), "--data", DATA, "-o", str(out),
+            "--input-shape", shape(source)]  # fmt: skip
+    code, payload, last = edgekit(args, timeout_s)
+    seconds = round(time.perf_counter() - started, 1)
+    made = {(a["target"], a["recipe"]): a for a in (payload or {}).get("artifacts", [])}
+    refused = {
+        (u["target"], u["recipe"]): u["reason"] for u in (payload or {}).get("unsupported", [])
+    }
+    found = {}
+    for target in TARGETS:
+        for recipe in RECIPES:
+            key = (target, recipe)
+            if key in made:
+                validation = made[key]["validation"]
+                cell = {"verdict": "exported", "sqnr_db": validation["sqnr_db"],
+                        "agreement": validation["top1_agreement"]}  # fmt: skip
+            elif key in refused and source["degenerate"] and DEGENERATE.search(refused[key]):
+                cell = {"verdict": "degenerate", "why": refused[key]}
+            else:
+                cell = {"verdict": "failed", "why": refused.get(key) or last, "exit": code}
+            found[f"{target}/{recipe}"] = cell
+    return {"cells": found, "export_s": seconds, "export_exit": code}
+
+
+def shape(source: dict) -> str:
+    """--input-shape, as edgekit asks for a folder whose config does not give the size."""
+    return ",".join(str(n) for n in source["input"])
+
+
+def culprit(
+    folder: Path, target: str, recipe: str, out: Path, timeout_s: float, source: dict
+) -> dict:
+    args = ["culprit", "--model", str(folder), "--target", target, "--recipe", recipe,
+            "--data", DATA, "-o", str(out), "--timeout", "300",
+            "--input-shape", shape(source)]  # fmt: skip
+    code, payload, last = edgekit(args, timeout_s)
+    if code == 1 and payload and payload.get("culprit"):
+        found = payload["culprit"]
+        outcome = found["outcome"]
+        return {"path": found["path"], "kind": found["kind"], "class": outcome["failure"],
+                "op": outcome["op"], "message": outcome["message"],
+                "upstream": payload["upstream"]}  # fmt: skip
+    if code == 0:
+        return {"class": None, "message": "the block-by-block conversion passes: the failure is "
+                "in edgekit's own export path"}  # fmt: skip
+    return {"class": "search failed", "message": last, "exit": code}
+
+
+def sweep(model_types: list[str], timeout_s: float, log=print, done=lambda rows: None) -> dict:
+    """Each architecture's row; ``done(rows)`` after each, so an interrupted sweep keeps what it
+    finished."""
+    rows = {}
+    with tempfile.TemporaryDirectory(prefix="edgekit-coverage-") as tmp:
+        work = Path(tmp)
+        for model_type in model_types:
+            folder = work / model_type
+            try:
+                source = build(model_type, folder)
+            except Exception as exc:  # the architecture itself: recorded, not raised
+                text = str(exc).strip() or (
+                    "a package it needs is not installed" if isinstance(exc, ImportError) else ""
+                )
+                line = text.splitlines()[0][:200]
+                rows[model_type] = {"built": False, "why": f"{type(exc).__name__}: {line}"}
+                log(f"{model_type}: not built ({rows[model_type]['why']})")
+                continue
+            row = {"built": True, "source": source,
+                   **cells(folder, work / "out" / model_type, timeout_s, source)}  # fmt: skip
+            for column, cell in row["cells"].items():
+                if cell["verdict"] == "failed":
+                    target, recipe = column.split("/")
+                    cell["culprit"] = culprit(
+                        folder, target, recipe, work / "culprit", timeout_s, source
+                    )
+                log(f"{model_type} {column}: {cell['verdict']}")
+            # the temporary folder's path means nothing on the page
+            rows[model_type] = json.loads(json.dumps(row).replace(f"{work}/", ""))
+            done(rows)
+    return rows
+
+
+def settled(row: dict) -> dict:
+    """A failed cell of a degenerate source is the source's state, whatever the search found."""
+    for cell in row.get("cells", {}).values():
+        degenerate = row["source"]["degenerate"] and DEGENERATE.search(cell.get("why") or "")
+        if cell["verdict"] == "failed" and degenerate:
+            cell["verdict"] = "degenerate"
+    return row
+
+
+def _cell_text(cell: dict) -> str:
+    if cell["verdict"] == "exported":
+        return f"ok {cell['sqnr_db']:.0f} dB"
+    if cell["verdict"] == "degenerate":
+        return "degenerate source"
+    found = cell.get("culprit") or {}
+    if found.get("path") is not None:
+        op = f" `{found['op']}`" if found.get("op") else ""
+        return f"{found['class']} in `{found['path'] or '<model>'}`{op}"
+    return f"failed ({found.get('class') or 'unsearched'})"
+
+
+def page(record: dict) -> list[str]:
+    rows = {name: settled(row) for name, row in record["rows"].items()}
+    columns = [f"{t}/{r}" for t in TARGETS for r in RECIPES]
+    counts: dict[str, int] = {}
+    for row in rows.values():
+        for cell in row.get("cells", {}).values():
+            named = cell["verdict"] == "failed" and (cell.get("culprit") or {}).get("path")
+            key = "failed, culprit named" if named else cell["verdict"]
+            counts[key] = counts.get(key, 0) + 1
+    lines = header(
+        "Coverage: transformers' image classifiers through three targets",
+        "benchmarks/coverage.py",
+        [
+            f"- transformers {record['transformers']}; every architecture built from a small config "
+            "with random weights (benchmarks/small_configs.py), exported as a user does it "
+            f"(`edgekit export --model FOLDER --recipe fp32,int8 --data {DATA}`); each failed cell "
+            "searched with `edgekit culprit`.",
+            "- cells: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())),
+        ],
+        facts=record["machine"],
+        written=record["written"],
+    )
+    lines += ["| architecture | model class | " + " | ".join(columns) + " |",
+              "| --- | --- | " + " | ".join("---" for _ in columns) + " |"]  # fmt: skip
+    for name, row in sorted(rows.items()):
+        if not row["built"]:
+            lines.append(
+                f"| {name} | not built: {row['why'][:80]} | "
+                + " | ".join("" for _ in columns)
+                + " |"
+            )
+            continue
+        texts = [_cell_text(row["cells"][c]) for c in columns]
+        lines.append(f"| {name} | {row['source']['class']} | " + " | ".join(texts) + " |")
+    lines += ["", "## Each failure in one line", ""]
+    for name, row in sorted(rows.items()):
+        for column, cell in row.get("cells", {}).items():
+            if cell["verdict"] != "failed":
+                continue
+            found = cell.get("culprit") or {}
+            where = (f"{found['class']} in `{found['path'] or '<model>'}` ({found['kind']}), op "
+                     f"{found.get('op') or 'not named'}; belongs to {found['upstream']}"
+                     if found.get("path") is not None else found.get("message", ""))  # fmt: skip
+            lines.append(f"- **{name} {column}** (export exit {cell['exit']}): {where}. "
+                         f"Export said: {cell['why'][:300]}")  # fmt: skip
+    return lines
+
+
+def main() -> None:
+    import transformers
+    from common import machine
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES as CLASSIFIERS,
+    )
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated model types")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per edgekit call")
+    parser.add_argument("--page-only", action="store_true", help="rewrite the page from the JSON")
+    args = parser.parse_args()
+    if args.page_only:
+        write_markdown(PAGE, page(json.loads(RECORD.read_text())))
+        return
+    chosen = args.only.split(",") if args.only else sorted(CLASSIFIERS)
+    from datetime import UTC, datetime
+
+    # --only updates the rows it made and keeps the others; each row is saved as it is made
+    kept = json.loads(RECORD.read_text())["rows"] if args.only and RECORD.is_file() else {}
+
+    def save(rows: dict) -> None:
+        record = {"written": datetime.now(UTC).isoformat(timespec="minutes"),
+                  "machine": machine(), "transformers": transformers.__version__,
+                  "rows": dict(sorted({**kept, **rows}.items()))}  # fmt: skip
+        write_json(RECORD, record)
+        write_markdown(PAGE, page(record))
+
+    save(sweep(chosen, args.timeout, log=lambda line: print(line, flush=True), done=save))
+
+
+if __name__ == "__main__":
+    main()
