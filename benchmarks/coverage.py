@@ -189,10 +189,20 @@ def _cell_text(cell: dict) -> str:
     if found.get("path") is not None:
         op = f" `{found['op']}`" if found.get("op") else ""
         return f"{found['class']} in `{found['path'] or '<model>'}`{op}"
+    if found and found.get("class") is None:
+        return "failed; each block converts alone"  # the failure is in export's own path
     return f"failed ({found.get('class') or 'unsearched'})"
 
 
+SITE_PACKAGES = re.compile(r"/\S*?/site-packages/")
+
+
 def page(record: dict) -> list[str]:
+    """The table; a library's file is named from site-packages/, not this machine's paths."""
+    return [SITE_PACKAGES.sub("site-packages/", line) for line in _page(record)]
+
+
+def _page(record: dict) -> list[str]:
     rows = {name: settled(row) for name, row in record["rows"].items()}
     columns = [f"{t}/{r}" for t in TARGETS for r in RECIPES]
     counts: dict[str, int] = {}
@@ -210,6 +220,11 @@ def page(record: dict) -> list[str]:
             f"(`edgekit export --model FOLDER --recipe fp32,int8 --data {DATA}`); each failed cell "
             "searched with `edgekit culprit`.",
             "- cells: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())),
+            *(
+                [f"- not swept in this run (`--only` adds them): {', '.join(record['not_swept'])}"]
+                if record.get("not_swept")
+                else []
+            ),
         ],
         facts=record["machine"],
         written=record["written"],
