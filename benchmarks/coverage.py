@@ -23,6 +23,8 @@ from pathlib import Path
 from common import HERE, header, write_json, write_markdown
 from small_configs import small_config
 
+from edgekit.export.pipeline import FLAT_LOGITS  # export's own line for a degenerate source
+
 ROOT = HERE.parent
 EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
 RECORD = HERE / "coverage.json"
@@ -31,8 +33,6 @@ TARGETS = ("tflite", "executorch", "onnx")
 RECIPES = ("fp32", "int8")
 DATA = "synthetic:64"
 CLASSES = [f"class_{i}" for i in range(10)]
-# a source whose logits spread less than this across images carries no signal to validate
-FLAT_LOGITS = 1e-6
 # what export says of a cell it could not validate against a degenerate source
 DEGENERATE = re.compile(r"is degenerate|validation failed")
 

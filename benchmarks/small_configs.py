@@ -34,6 +34,14 @@ PER_STAGE_WIDTH = ("hidden_sizes", "embed_dims", "embed_dim_per_stage")
 
 # models whose stage widths come from lists of their own beside hidden_sizes: kept
 OWN_WIDTHS = {"hgnet_v2", "textnet"}
+# Swin and its variants (SwinV2, Donut's encoder): 4-pixel patches, windows of 4, two stages
+SWIN = {
+    "embed_dim": 16,
+    "patch_size": 4,
+    "window_size": 4,
+    "depths": [1, 1],
+    "num_heads": [1, 2],
+}
 # what the common rules cannot guess, by model_type
 OVERRIDES: dict[str, dict[str, Any]] = {
     "beit": {"use_relative_position_bias": True},  # the integer position index: int8's hard case
@@ -46,27 +54,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "resnet": {"embedding_size": 16},
     "textnet": {"image_size": 64},
     "regnet": {"embedding_size": 16, "groups_width": 8},
-    "swin": {
-        "embed_dim": 16,
-        "patch_size": 4,
-        "window_size": 4,
-        "depths": [1, 1],
-        "num_heads": [1, 2],
-    },
-    "swinv2": {
-        "embed_dim": 16,
-        "patch_size": 4,
-        "window_size": 4,
-        "depths": [1, 1],
-        "num_heads": [1, 2],
-    },
-    "donut-swin": {
-        "embed_dim": 16,
-        "patch_size": 4,
-        "window_size": 4,
-        "depths": [1, 1],
-        "num_heads": [1, 2],
-    },
+    "swin": SWIN,
+    "swinv2": SWIN,
+    "donut-swin": SWIN,
     "focalnet": {"embed_dim": 16, "patch_size": 4, "depths": [1, 1], "hidden_sizes": [16, 32]},
     "efficientnet": {"width_coefficient": 0.25, "depth_coefficient": 0.25, "hidden_dim": 320},
     "mobilenet_v1": {"depth_multiplier": 0.25},

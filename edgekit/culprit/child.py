@@ -65,8 +65,9 @@ class Worker:
         import torch
 
         from edgekit.culprit.harness import judged
-        from edgekit.culprit.outcome import STAGE_CLASS, Outcome, error_line, op_named
+        from edgekit.culprit.outcome import STAGE_CLASS, Outcome, op_named
         from edgekit.culprit.record import bound_block
+        from edgekit.errors import cause_line
 
         started = time.perf_counter()
         module = bound_block(self.model, self.calls[path])
@@ -84,7 +85,7 @@ class Worker:
             run = self.convert_block(module, checks[0], self.recipe, calibration, scratch, enter)
             outputs = np.stack([run(x) for x in checks])
         except Exception as exc:
-            outcome = Outcome(STAGE_CLASS[stage[0]], stage[0], error_line(exc), op_named(exc))
+            outcome = Outcome(STAGE_CLASS[stage[0]], stage[0], cause_line(exc), op_named(exc))
         else:
             verdict = judged(reference, outputs, self.min_sqnr_db)
             failure = "mismatch" if verdict["mismatch"] else None

@@ -70,20 +70,3 @@ def op_named(error: BaseException | str | None) -> str | None:
         error = error.__cause__ or error.__context__
         seen += 1
     return None
-
-
-def error_line(error: BaseException) -> str:
-    """The error's type and its first non-empty line, or its cause's where it says nothing."""
-    seen = 0
-    current: BaseException | None = error
-    while current is not None and seen < 8:
-        lines = [line.strip() for line in str(current).splitlines() if line.strip()]
-        if lines:
-            return f"{type(current).__name__}: {_plain(lines[0])[:300]}"
-        current = current.__cause__ or current.__context__
-        seen += 1
-    return type(error).__name__
-
-
-def _plain(text: str) -> str:
-    return re.sub(r"\x1b\[[0-9;]*m", "", text)

@@ -105,15 +105,13 @@ def block_inputs(model: torch.nn.Module, path: str, samples: np.ndarray) -> np.n
     seen: list[np.ndarray] = []
 
     def before(module: torch.nn.Module, args: tuple) -> None:
-        if len(seen) < taken[0] + 1:
+        if len(seen) == index:  # a block called twice in one pass keeps its first call
             seen.append(args[0].detach().clone().numpy())
 
-    taken = [0]
     handle = block.register_forward_pre_hook(before)
     try:
         with torch.no_grad():
-            for index, sample in enumerate(samples):
-                taken[0] = index
+            for index, sample in enumerate(samples):  # noqa: B007 (read by the hook)
                 model(torch.from_numpy(sample[None]))
     finally:
         handle.remove()
