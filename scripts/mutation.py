@@ -7,8 +7,11 @@ filter keeps the mutants to its deciding functions. Writes benchmarks/MUTATION.m
 benchmarks/mutation.json: the score per module, and every surviving mutant with its diff,
 accepted ones with the reason (benchmarks/mutation_accepted.toml).
 
-    .venv-mutation/bin/python scripts/mutation.py [--only edgekit/common/stats.py] [--timeout
-    120]"""
+    .venv-mutation/bin/python scripts/mutation.py [--only edgekit/common/stats.py ...]
+        [--jobs 2] [--timeout 120]
+
+Each module's results carry the digest of the source mutated; scripts/mutation_results.py
+(run by ``make test``) says when a module no longer has it."""
 
 from __future__ import annotations
 
@@ -20,56 +23,31 @@ import platform
 import subprocess
 import sys
 import tempfile
-import tomllib
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 
 from cosmic_ray.work_db import WorkDB, use_db
 from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
+from mutation_results import (
+    ACCEPTED,
+    MODULES,
+    REPORT,
+    RESULTS,
+    TARGET,
+    Target,
+    enclosing,
+    markdown,
+    mutated_text,
+    read_accepted,
+    source_digest,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = ROOT / ".venv" / "bin" / "python"
 
 
-@dataclass(frozen=True)
-class Target:
-    """A module, the fast tests that hold its decisions (a mutant runs them all), and, where
-    the module also drives runtimes, the functions that decide: mutants elsewhere are left to
-    the integration tests, counted as out of scope and named in MUTATION.md."""
-
-    tests: tuple[str, ...]
-    scope: tuple[str, ...] = ()
-
-
-MODULES = {
-    "edgekit/common/stats.py": Target(("tests/test_stats.py", "tests/test_interleave.py")),
-    "edgekit/common/budget.py": Target(("tests/test_recommend.py",)),
-    "edgekit/measure/interleave.py": Target(("tests/test_interleave.py",)),
-    "edgekit/report/recommend.py": Target(("tests/test_recommend.py",)),
-    "edgekit/tune/search.py": Target(("tests/test_tune_search.py",)),
-    # the gates' decisions; latency_regression drives three runtimes (test_bench, a timing test)
-    "edgekit/measure/gates.py": Target(
-        ("tests/test_gates.py",),
-        (
-            "GateResult",
-            "accuracy_gates",
-            "device_vs_host_gate",
-            "format_gates",
-            "run_accuracy_gates",
-            "accuracy_records",
-            "widened_ratio",
-            "latency_decided",
-            "run_latency_gates",
-        ),
-    ),
-    # the loop and its choice; exporting, measuring and timing a step are the runtimes' work
-    "edgekit/export/accuracy_aware.py": Target(
-        ("tests/test_accuracy_aware_loop.py",),
-        ("_over", "export_accuracy_aware", "_next_island", "_choose"),
-    ),
-}
-TARGET = 0.80
 ANNOTATION = "inside a type annotation"
 
 
@@ -149,6 +127,7 @@ def config_for(module: str, target: Target, timeout: float, work: Path) -> str:
 
 
 def mutate(module: str, target: Target, work: Path, timeout: float) -> dict:
+    print(f"mutating {module} against {', '.join(target.tests)}", flush=True)
     config, session = work / "cosmic-ray.toml", work / f"{Path(module).stem}.sqlite"
     config.write_text(config_for(module, target, timeout, work))
     tools = Path(sys.executable).parent
@@ -164,11 +143,15 @@ def mutate(module: str, target: Target, work: Path, timeout: float) -> dict:
                        env=env, check=True)  # fmt: skip
     skip_annotations(session, work / module)
     subprocess.run([tools / "cosmic-ray", "exec", config, session], cwd=work, env=env, check=True)
-    return summarize(session, target)
+    entry = summarize(session, target, (work / module).read_text())
+    when = datetime.now(UTC).isoformat(timespec="minutes")
+    return entry | {"when": when, "cpu": cpu_name(), "source_sha256": source_digest(work / module)}
 
 
-def summarize(session: Path, target: Target) -> dict:
-    """Counts and survivors of a finished session; skipped mutants are out of scope."""
+def summarize(session: Path, target: Target, source: str) -> dict:
+    """Counts and survivors of a finished session; skipped mutants are out of scope. A
+    survivor carries its enclosing function and mutated text, the key its acceptance is read
+    by (``source`` is the unmutated module)."""
     counts = {outcome.value: 0 for outcome in TestOutcome}
     counts["out_of_scope"] = counts["annotations"] = 0
     survivors = []
@@ -181,8 +164,10 @@ def summarize(session: Path, target: Target) -> dict:
             counts[outcome] += 1
             if result.test_outcome == TestOutcome.SURVIVED:
                 spec = item.mutations[0]
-                survivors.append({"line": spec.start_pos[0], "operator": spec.operator_name,
-                                  "diff": result.diff or ""})  # fmt: skip
+                line, diff = spec.start_pos[0], result.diff or ""
+                survivors.append({"line": line, "function": enclosing(source, line),
+                                  "operator": spec.operator_name,
+                                  "mutated": mutated_text(diff), "diff": diff})  # fmt: skip
     judged = counts["killed"] + counts["survived"]
     return {"tests": list(target.tests), "scope": list(target.scope), **counts,
             "score": counts["killed"] / judged if judged else None,
@@ -209,90 +194,46 @@ def cpu_name() -> str:
     return f"{names[0]}, {len(names)} cores" if names else platform.processor() or "unknown CPU"
 
 
-def markdown(results: dict, accepted: dict) -> str:
-    lines = [
-        "# Mutation testing",
-        "",
-        f"Written by `make mutation` (cosmic-ray), last on {results['when']}; each module's row "
-        "says when and on which CPU it was mutated. Nothing here was written by hand. Score: "
-        "killed / (killed + survived); incompetent mutants (that do not even "
-        f"import) count for neither. Target: {TARGET:.0%} per module.",
-        "",
-        "A mutant of the `|` inside a type annotation is not run: `from __future__ import "
-        "annotations` never evaluates one, so no test could tell it from the original; they are "
-        "counted apart. The last column also leaves out the survivors accepted below as "
-        "equivalent, each with its reason.",
-        "",
-        "Where a module also drives runtimes, only the functions named under scope are "
-        "mutated: the rest is left to the integration tests, too slow to run once per mutant, "
-        "and counted as out of scope.",
-        "",
-        "| module | scope | tests | mutants | out of scope | in annotations | killed | survived | "
-        "accepted | incompetent | score | score, accepted left out | mutated |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for module, entry in results["modules"].items():
-        out, annotations = entry.get("out_of_scope", 0), entry.get("annotations", 0)
-        total = entry["killed"] + entry["survived"] + entry["incompetent"] + out + annotations
-        score = "-" if entry["score"] is None else f"{entry['score']:.1%}"
-        taken = sum(f"{module}:{s['line']}:{s['operator']}" in accepted for s in entry["survivors"])
-        judged = entry["killed"] + entry["survived"] - taken
-        net = f"{entry['killed'] / judged:.1%}" if judged else "-"
-        scope = ", ".join(entry.get("scope") or []) or "the whole module"
-        lines.append(f"| {module} | {scope} | {', '.join(entry['tests'])} | {total} | {out} | "
-                     f"{annotations} | {entry['killed']} | {entry['survived']} | {taken} | "
-                     f"{entry['incompetent']} | {score} | {net} | {entry['when']}, "
-                     f"{entry['cpu']} |")  # fmt: skip
-    for module, entry in results["modules"].items():
-        if not entry["survivors"]:
-            continue
-        lines += ["", f"## Survivors in {module}", ""]
-        for survivor in entry["survivors"]:
-            key = f"{module}:{survivor['line']}:{survivor['operator']}"
-            reason = accepted.get(key)
-            lines.append(f"- line {survivor['line']}, {survivor['operator']}: "
-                         + (f"accepted: {reason}" if reason else "**not accepted**"))  # fmt: skip
-            diff = [ln for ln in survivor["diff"].splitlines() if ln.startswith(("-", "+"))]
-            lines += ["", "  ```diff", *[f"  {ln}" for ln in diff if ln[:3] not in ("---", "+++")],
-                      "  ```"]  # fmt: skip
-    return "\n".join(lines) + "\n"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", help="one module of the list")
+    parser.add_argument("--only", action="append", help="a module of the list (repeatable)")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per mutant")
+    parser.add_argument("--jobs", type=int, default=1, help="modules mutated at once")
     parser.add_argument("--render", action="store_true",
                         help="only write MUTATION.md again from mutation.json")  # fmt: skip
     args = parser.parse_args()
-    chosen = {m: t for m, t in MODULES.items() if args.only in (None, m)}
-    if not chosen:
-        raise SystemExit(f"--only {args.only}: not one of {', '.join(MODULES)}")
-    accepted_file = ROOT / "benchmarks" / "mutation_accepted.toml"
-    accepted = tomllib.loads(accepted_file.read_text()) if accepted_file.is_file() else {}
-    out = ROOT / "benchmarks" / "mutation.json"
+    chosen = {m: t for m, t in MODULES.items() if not args.only or m in args.only}
+    unknown = sorted(set(args.only or ()) - set(MODULES))
+    if unknown or not chosen:
+        raise SystemExit(f"--only {', '.join(unknown)}: not one of {', '.join(MODULES)}")
+    accepted = read_accepted(ROOT)
+    out = ROOT / RESULTS
     if args.render:  # the accepted list changed, not the code
-        write_atomically(ROOT / "benchmarks" / "MUTATION.md",
-                         markdown(json.loads(out.read_text()), accepted))  # fmt: skip
+        write_atomically(ROOT / REPORT, markdown(json.loads(out.read_text()), accepted))
         return
     results = json.loads(out.read_text()) if out.is_file() and args.only else {"modules": {}}
-    results["modules"] = {m: e for m, e in results["modules"].items() if m in MODULES}
-    with tempfile.TemporaryDirectory(prefix="edgekit-mutation-") as tmp:
-        work = Path(tmp)
-        copy_checkout(work)
-        check_copy_is_imported(work)
-        for module, target in chosen.items():
-            print(f"mutating {module} against {', '.join(target.tests)}", flush=True)
-            results["modules"][module] = mutate(module, target, work, args.timeout)
-            results["modules"][module].update(
-                when=datetime.now(UTC).isoformat(timespec="minutes"), cpu=cpu_name()
-            )
+    # a copy of the tree per module, all made now: modules mutated side by side, each judged
+    # against the tree as it was when the run began, whatever is edited meanwhile
+    with ExitStack() as stack, ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        copies = {}
+        for module in chosen:
+            scratch = tempfile.TemporaryDirectory(prefix="edgekit-mutation-")
+            copies[module] = Path(stack.enter_context(scratch))
+        for work in copies.values():
+            copy_checkout(work)
+            check_copy_is_imported(work)
+        judged = {m: pool.submit(mutate, m, t, copies[m], args.timeout) for m, t in chosen.items()}
+        for module, future in judged.items():
+            results["modules"][module] = future.result()
+    # the list's order, and only modules still on it
+    results["modules"] = {m: results["modules"][m] for m in MODULES if m in results["modules"]}
     results["when"] = datetime.now(UTC).isoformat(timespec="minutes")
     write_atomically(out, json.dumps(results, indent=1) + "\n")
-    write_atomically(ROOT / "benchmarks" / "MUTATION.md", markdown(results, accepted))
+    write_atomically(ROOT / REPORT, markdown(results, accepted))
     scores = {module: entry["score"] for module, entry in results["modules"].items()}
     low = [module for module, score in scores.items() if score is not None and score < TARGET]
-    print("wrote benchmarks/MUTATION.md" + (f"; below {TARGET:.0%}: {low}" if low else ""))
+    print(f"wrote {REPORT}" + (f"; below {TARGET:.0%}: {low}" if low else "")
+          + f"; survivors are accepted in {ACCEPTED}")  # fmt: skip
     sys.exit(1 if low else 0)
 
 

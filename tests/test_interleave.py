@@ -12,9 +12,9 @@ import pytest
 from scripted_sides import NO_GUARD, Scripted
 
 from edgekit.common.stats import paired_ratio
-from edgekit.errors import UserInputError
+from edgekit.errors import EdgekitError, UserInputError
 from edgekit.measure.interleave import interleave
-from edgekit.measure.interleaved import Interleaved
+from edgekit.measure.interleaved import STOPPED_FAILED, Interleaved
 from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol, NoiseGuard, check_session_gap
 
 PLAN = LatencyProtocol(
@@ -143,6 +143,13 @@ def test_a_session_gap_needs_sessions_to_wait_between():
     with pytest.raises(UserInputError, match=">= 0 seconds"):
         check_session_gap(-1.0, 4)
     check_session_gap(0.0, 1)  # no gap: nothing to check
+
+
+def test_a_negative_session_gap_is_refused_when_the_protocol_is_made():
+    """The Python API builds protocols without the CLI's check: the protocol checks itself, so
+    no negative gap reaches the wait between sessions."""
+    with pytest.raises(UserInputError, match=">= 0 seconds"):
+        LatencyProtocol(sessions=2, session_gap_s=-1.0)
 
 
 class Fixed(BlockTimer):
@@ -275,15 +282,28 @@ def test_progress_says_the_round_every_five_and_each_new_session(monkeypatch):
                     "waiting 120 s before session 3", sessions[2]]  # fmt: skip
 
 
+class Crashes(Session):
+    """A side whose first block crashes its session."""
+
+    def block(self, runs: int) -> Block:
+        raise EdgekitError(f"{self.label} crashed")
+
+
+def test_once_every_side_has_crashed_nothing_waits_or_runs_again(monkeypatch):
+    waits: list[float] = []
+    monkeypatch.setattr("edgekit.measure.interleave.time.sleep", waits.append)
+    said: list[str] = []
+    everything = [Crashes(n, 0.04, np.random.default_rng(0)) for n in "ab"]
+    gapped = replace(IN_SESSIONS, session_gap_s=120.0)
+    result = interleave(everything, gapped, NO_GUARD, progress=said.append)
+    assert result.stopped == STOPPED_FAILED and set(result.failed) == {0, 1}
+    assert waits == [] and said == ["session 1: 3 round(s) of every side"]
+    assert [side.opened for side in everything] == [1, 1]  # neither reopened
+
+
 def test_a_side_that_crashed_is_not_reopened_and_the_others_still_are():
-    class CrashesOnce(Session):
-        def block(self, runs: int) -> Block:
-            from edgekit.errors import EdgekitError
-
-            raise EdgekitError(f"{self.label} crashed")
-
     rng = np.random.default_rng(0)
-    timers: list[BlockTimer] = [CrashesOnce("a", 0.04, rng), Session("b", 0.04, rng)]
+    timers: list[BlockTimer] = [Crashes("a", 0.04, rng), Session("b", 0.04, rng)]
     result = interleave(timers, IN_SESSIONS, NO_GUARD)
     assert result.failed == {0: "a crashed"}
     assert [timer.opened for timer in timers] == [1, 3]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from measured_rows import read_back
 from scripted_sides import NO_GUARD, Scripted
 
 from edgekit.errors import EdgekitError
@@ -67,6 +68,16 @@ def test_each_stage_keeps_only_what_its_interval_says_is_faster():
     assert tuned.ratio == pytest.approx(0.48, rel=0.05)
     assert tuned.best_p50_ms < tuned.default_p50_ms
     assert all(timer.closed for timer in opened)
+
+
+def test_a_start_read_back_from_a_manifest_is_not_tried_against_itself():
+    """``tune --only`` starts from the options a manifest recorded: strings equal to the
+    knobs' values but other objects, so the search compares values, not identities."""
+    open_timer, _ = scripted(lambda options: 1.0)
+    start = DEFAULT | {"mode": read_back("plain")}
+    tuned = search("f.onnx", start, [MODE], open_timer, protocol=PLAN, guard=NO_GUARD, budget_s=60)
+    assert [(trial.knob, trial.value) for trial in tuned.trials] == [("mode", "fancy")]
+    assert tuned.changed == {}
 
 
 def test_a_tie_everywhere_keeps_the_default_and_measures_only_it_at_the_end():

@@ -46,6 +46,12 @@ class LatencyProtocol:
     budget_s: float = 90.0
     max_sessions: int = 24
 
+    def __post_init__(self) -> None:
+        # the Python API builds protocols without the CLI's check_session_gap: a negative gap
+        # would reach time.sleep between sessions
+        if self.session_gap_s < 0:
+            check_session_gap(self.session_gap_s, self.sessions)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
