@@ -131,7 +131,7 @@ def culprit(
         outcome = found["outcome"]
         return {"path": found["path"], "kind": found["kind"], "class": outcome["failure"],
                 "op": outcome["op"], "message": outcome["message"],
-                "upstream": payload["upstream"]}  # fmt: skip
+                "upstream": payload["upstream"], "weakest": payload.get("weakest")}  # fmt: skip
     if code == 0:
         return {"class": None, "message": "the block-by-block conversion passes: the failure is "
                 "in edgekit's own export path"}  # fmt: skip
@@ -171,6 +171,30 @@ def sweep(model_types: list[str], timeout_s: float, log=print, done=lambda rows:
     return rows
 
 
+def search_again(record: dict, model_types: list[str], timeout_s: float) -> None:
+    """The searches of the failed cells where the last one named no block, once more, on
+    sources built again (the export verdicts stay): for when edgekit culprit changed and the
+    exports did not."""
+    with tempfile.TemporaryDirectory(prefix="edgekit-coverage-") as tmp:
+        work = Path(tmp)
+        for model_type in model_types:
+            row = record["rows"][model_type]
+            judged = settled(json.loads(json.dumps(row)))  # a copy: the record keeps its verdicts
+            failed = [c for c, cell in judged.get("cells", {}).items() if cell["verdict"] == "failed"
+                      and (cell.get("culprit") or {}).get("path") is None]  # fmt: skip
+            if not failed:
+                continue
+            source = build(model_type, work / model_type)
+            for column in failed:
+                target, recipe = column.split("/")
+                found = culprit(work / model_type, target, recipe, work / "culprit", timeout_s,
+                                source)  # fmt: skip
+                row["cells"][column]["culprit"] = json.loads(
+                    json.dumps(found).replace(f"{work}/", "")
+                )
+                print(f"{model_type} {column}: {found.get('class')}", flush=True)
+
+
 def settled(row: dict) -> dict:
     """A failed cell of a degenerate source is the source's state, whatever the search found."""
     for cell in row.get("cells", {}).values():
@@ -186,6 +210,8 @@ def _cell_text(cell: dict) -> str:
     if cell["verdict"] == "degenerate":
         return "degenerate source"
     found = cell.get("culprit") or {}
+    if found.get("weakest"):
+        return f"{found['class']} building up; most in `{found['weakest']['path']}`"
     if found.get("path") is not None:
         op = f" `{found['op']}`" if found.get("op") else ""
         return f"{found['class']} in `{found['path'] or '<model>'}`{op}"
@@ -208,8 +234,12 @@ def _page(record: dict) -> list[str]:
     counts: dict[str, int] = {}
     for row in rows.values():
         for cell in row.get("cells", {}).values():
-            named = cell["verdict"] == "failed" and (cell.get("culprit") or {}).get("path")
-            key = "failed, culprit named" if named else cell["verdict"]
+            found = (cell.get("culprit") or {}) if cell["verdict"] == "failed" else {}
+            key = cell["verdict"]
+            if found.get("weakest"):
+                key = "failed, no block alone (where most of the error enters named)"
+            elif found.get("path") is not None:
+                key = "failed, culprit named"
             counts[key] = counts.get(key, 0) + 1
     lines = header(
         "Coverage: transformers' image classifiers through three targets",
@@ -250,6 +280,10 @@ def _page(record: dict) -> list[str]:
             where = (f"{found['class']} in `{found['path'] or '<model>'}` ({found['kind']}), op "
                      f"{found.get('op') or 'not named'}; belongs to {found['upstream']}"
                      if found.get("path") is not None else found.get("message", ""))  # fmt: skip
+            if found.get("weakest"):
+                weakest = found["weakest"]
+                where += (f"; {found['message']}; no block fails alone, the lowest SQNR alone is "
+                          f"`{weakest['path']}` ({weakest['kind']}, {weakest['sqnr_db']:.1f} dB)")  # fmt: skip
             lines.append(f"- **{name} {column}** (export exit {cell['exit']}): {where}. "
                          f"Export said: {cell['why'][:300]}")  # fmt: skip
     return lines
@@ -266,9 +300,19 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated model types")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per edgekit call")
     parser.add_argument("--page-only", action="store_true", help="rewrite the page from the JSON")
+    parser.add_argument("--search-again", action="store_true",
+                        help="only the culprit searches of the failed cells (of --only) that "
+                        "named no block, the exports' verdicts kept")  # fmt: skip
     args = parser.parse_args()
     if args.page_only:
         write_markdown(PAGE, page(json.loads(RECORD.read_text())))
+        return
+    if args.search_again:
+        record = json.loads(RECORD.read_text())
+        chosen = args.only.split(",") if args.only else sorted(record["rows"])
+        search_again(record, chosen, args.timeout)
+        write_json(RECORD, record)
+        write_markdown(PAGE, page(record))
         return
     chosen = args.only.split(",") if args.only else sorted(CLASSIFIERS)
     from datetime import UTC, datetime

@@ -113,3 +113,27 @@ def flat() -> nn.Module:
     with torch.no_grad():
         model.head[2].weight.zero_()
     return model
+
+
+class NearTie(nn.Module):
+    """``project`` gives ten signed scores whose top-1 follows the input; ``lift`` adds their
+    sum to each, with the score itself at 1/1000: float keeps each input's top-1, but int8
+    rounds ``lift``'s weights (1 and 1.001) to one value, so every logit ties. No block's own
+    output is wrong by SQNR; only the whole model's top-1 agreement shows the error."""
+
+    edgekit_preprocess: ClassVar[dict] = Planted.edgekit_preprocess
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.project = nn.Linear(256, 10, bias=False)
+        self.lift = nn.Linear(10, 10, bias=False)
+        with torch.no_grad():
+            self.lift.weight.copy_(torch.ones(10, 10) + 1e-3 * torch.eye(10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lift(self.project(torch.flatten(x, 1)))
+
+
+def near_tie() -> nn.Module:
+    torch.manual_seed(0)
+    return NearTie().eval()

@@ -84,6 +84,31 @@ def test_a_block_whose_int8_output_is_wrong_is_found(target, capsys, tmp_path):
         assert ran.returncode == 1 and "mismatch" in ran.stderr
 
 
+def test_an_error_that_builds_up_is_judged_by_agreement_and_its_weakest_block_named(
+    capsys, tmp_path
+):
+    """int8 keeps every block's SQNR but flips the whole model's top-1: the whole model is
+    judged as export judges it (agreement included), and with no block failing alone the
+    block where most of the error enters is named."""
+    result, record, folder = _culprit(capsys, tmp_path, "near_tie", "onnx", "int8")
+    assert result.code == 1, result.err
+    outcome = record["culprit"]["outcome"]
+    assert record["culprit"]["path"] == "" and outcome["failure"] == "mismatch"
+    verdict = outcome["verdict"]
+    assert verdict["agreement"] < verdict["min_agreement"] and verdict["inputs"] == 32
+    assert verdict["sqnr_db"] >= verdict["min_sqnr_db"]  # SQNR alone would have passed it
+    assert outcome["message"].startswith("top-1 agreement ")
+    children = {t["path"]: t for t in record["tried"] if t["path"]}
+    assert set(children) == {"project", "lift"}
+    assert all(t["failure"] is None for t in children.values())
+    weakest = min(children, key=lambda path: children[path]["verdict"]["sqnr_db"])
+    assert record["weakest"]["path"] == weakest
+    assert f"the lowest SQNR alone is {weakest} " in result.out
+    assert f"`{weakest}`" in (folder / "README.md").read_text()
+    ran = _repro(folder)  # the repro judges the whole model's agreement too
+    assert ran.returncode == 1 and "mismatch" in ran.stderr and "'agreement'" in ran.stderr
+
+
 def test_a_hanging_conversion_ends_at_the_timeout_as_a_hang(capsys, tmp_path):
     result, record, _ = _culprit(capsys, tmp_path, "sleeps_when_exported", "onnx", "fp32",
                                  "--timeout", "8")  # fmt: skip

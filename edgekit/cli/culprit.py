@@ -87,6 +87,15 @@ def search_and_show(
             highlight=False,
             soft_wrap=True,
         )
+        weakest = report.search.weakest
+        if weakest is not None:
+            console.print(
+                f"  no block fails alone: the error builds up from block to block; the lowest "
+                f"SQNR alone is {weakest.path} ({weakest.kind}), "
+                f"{weakest.outcome.verdict['sqnr_db']:.1f} dB",
+                highlight=False,
+                soft_wrap=True,
+            )
     return report
 
 

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+AGREEMENT_INPUTS = 32  # the whole model's inputs: export validates top-1 agreement on as many
+
 
 class Worker:
     def __init__(self, request: dict[str, Any], answer: Any) -> None:
@@ -33,7 +35,8 @@ class Worker:
 
         self.answer = answer
         self.recipe = request["recipe"]
-        self.min_sqnr_db = get_recipe(self.recipe).tolerance.min_sqnr_db
+        tolerance = get_recipe(self.recipe).tolerance
+        self.min_sqnr_db, self.min_agreement = tolerance.min_sqnr_db, tolerance.min_agreement
         plugin = get_target(request["target"])
         self.convert_block = plugin.role_function("convert_block")
         # the converter's and runtime's imports before "ready": an attempt's deadline then
@@ -45,6 +48,9 @@ class Worker:
         self.model = source.module.eval()
         dataset = load_dataset(request["data"], source.preprocess)
         self.checks = dataset.evaluation.x[: request["checks"]]
+        # the whole model is judged as export judges it, top-1 agreement included, which
+        # needs more inputs than a block's SQNR does
+        self.whole_checks = dataset.evaluation.x[: max(request["checks"], AGREEMENT_INPUTS)]
         self.calibration = dataset.calibration.x[: request["calibration"]]
         self.calls = block_calls(self.model, self.checks[:1])
         self.say({"ready": [call.to_dict() for call in self.calls.values()]})
@@ -56,7 +62,7 @@ class Worker:
     def inputs(self, path: str) -> tuple[np.ndarray, np.ndarray | None]:
         from edgekit.culprit.record import block_inputs
 
-        checks = block_inputs(self.model, path, self.checks)
+        checks = block_inputs(self.model, path, self.whole_checks if path == "" else self.checks)
         if self.recipe != "int8":
             return checks, None
         return checks, block_inputs(self.model, path, self.calibration)
@@ -64,7 +70,7 @@ class Worker:
     def attempt(self, path: str) -> dict[str, Any]:
         import torch
 
-        from edgekit.culprit.harness import judged
+        from edgekit.culprit.harness import judged, verdict_line
         from edgekit.culprit.outcome import STAGE_CLASS, Outcome, op_named
         from edgekit.culprit.record import bound_block
         from edgekit.errors import cause_line
@@ -87,15 +93,10 @@ class Worker:
         except Exception as exc:
             outcome = Outcome(STAGE_CLASS[stage[0]], stage[0], cause_line(exc), op_named(exc))
         else:
-            verdict = judged(reference, outputs, self.min_sqnr_db)
+            whole = self.min_agreement if path == "" else None
+            verdict = judged(reference, outputs, self.min_sqnr_db, whole)
             failure = "mismatch" if verdict["mismatch"] else None
-            message = ""
-            if failure:
-                message = (
-                    f"SQNR {verdict.get('sqnr_db', float('nan')):.1f} dB against torch (min "
-                    f"{self.min_sqnr_db:g}), {verdict.get('inputs_below')} of "
-                    f"{verdict.get('inputs')} inputs below"
-                )
+            message = verdict_line(verdict) if failure else ""
             outcome = Outcome(failure, "compare", message, verdict=verdict)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)

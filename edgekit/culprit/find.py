@@ -112,16 +112,23 @@ def find_culprit(
             "upstream": report.upstream,
             "versions": versions(plugin.packages),
         }
+        weakest = found.weakest
+        if weakest is not None:
+            report.record["weakest"] = {"path": weakest.path, "kind": weakest.kind,
+                                        "sqnr_db": weakest.outcome.verdict["sqnr_db"]}  # fmt: skip
         convert_module = importlib.import_module(f"{type(plugin).__module__}.convert_block")
         expected = f"{klass} at {outcome.stage}: {outcome.message}"
         about = (
             f"Repro: {target}/{recipe} fails ({klass}) in block {culprit.path or '<model>'} "
             f"({culprit.kind}) of {source.spec}.\n\nExpected: {expected}\nRun: python repro.py"
         )
-        min_sqnr_db = get_recipe(recipe).tolerance.min_sqnr_db
-
+        tolerance = get_recipe(recipe).tolerance
+        whole = tolerance.min_agreement if culprit.path == "" else None
+        repro = script(
+            convert_module, recipe, tolerance.min_sqnr_db, expected, about, min_agreement=whole
+        )
         files = {
-            "repro.py": script(convert_module, recipe, min_sqnr_db, expected, about),
+            "repro.py": repro,
             "README.md": readme(report.record),
             "culprit.json": json.dumps(report.record, indent=2) + "\n",
         }

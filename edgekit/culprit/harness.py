@@ -43,10 +43,17 @@ class BoundBlock(torch.nn.Module):
         return first_tensor(self.block(x, *self.rest, **self.bound))
 
 
-def judged(reference: np.ndarray, outputs: np.ndarray, min_sqnr_db: float) -> dict[str, Any]:
+def judged(
+    reference: np.ndarray,
+    outputs: np.ndarray,
+    min_sqnr_db: float,
+    min_agreement: float | None = None,
+) -> dict[str, Any]:
     """The outputs of a converted block against its torch outputs, input by input: SQNR in dB
     over all of them, and how many single inputs fall below ``min_sqnr_db``. A mismatch needs
-    both the pooled figure and most of the inputs below it, so one odd sample cannot decide."""
+    both the pooled figure and most of the inputs below it, so one odd sample cannot decide.
+    Given ``min_agreement`` (the whole model, whose outputs are logits), a top-1 agreement
+    below it is a mismatch too, as export's validation judges it."""
     reference = reference.astype(np.float64).reshape(len(reference), -1)
     outputs = outputs.astype(np.float64).reshape(len(outputs), -1)
     if reference.shape != outputs.shape:
@@ -64,10 +71,32 @@ def judged(reference: np.ndarray, outputs: np.ndarray, min_sqnr_db: float) -> di
     each = [sqnr(ref, out) for ref, out in zip(reference, outputs, strict=True)]
     pooled = sqnr(reference, outputs)
     below = sum(value < min_sqnr_db for value in each)
-    return {
+    verdict = {
         "sqnr_db": pooled,
         "inputs": len(each),
         "inputs_below": below,
         "min_sqnr_db": min_sqnr_db,
         "mismatch": bool(pooled < min_sqnr_db and below * 2 > len(each)),
     }
+    if min_agreement is not None and reference.shape[1] > 1:
+        same = np.argmax(reference, axis=1) == np.argmax(outputs, axis=1)
+        verdict |= {"agreement": float(same.mean()), "min_agreement": min_agreement}
+        verdict["mismatch"] = verdict["mismatch"] or verdict["agreement"] < min_agreement
+    return verdict
+
+
+def verdict_line(verdict: dict[str, Any]) -> str:
+    """A mismatch's figures in one line (what failed first, then the rest)."""
+    sqnr = (
+        f"SQNR {verdict.get('sqnr_db', float('nan')):.1f} dB against torch (min "
+        f"{verdict.get('min_sqnr_db')}), {verdict.get('inputs_below')} of {verdict.get('inputs')} "
+        "inputs below"
+    )
+    if "shape" in verdict:
+        return f"output shape {verdict['shape'][1]} where torch gives {verdict['shape'][0]}"
+    if "agreement" in verdict and verdict["agreement"] < verdict["min_agreement"]:
+        return (
+            f"top-1 agreement {verdict['agreement']:.3f} with torch over {verdict['inputs']} "
+            f"inputs (min {verdict['min_agreement']:g}); {sqnr}"
+        )
+    return sqnr

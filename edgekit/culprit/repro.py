@@ -21,6 +21,7 @@ MAIN = """
 
 RECIPE = {recipe!r}
 MIN_SQNR_DB = {min_sqnr_db!r}
+MIN_AGREEMENT = {min_agreement!r}
 EXPECTED = {expected!r}
 
 
@@ -44,7 +45,7 @@ def main() -> None:
         stage = lambda name: print("stage:", name, flush=True)  # noqa: E731
         run = convert_block(module, inputs[0], RECIPE, calibration, Path(scratch), stage)
         outputs = np.stack([run(x) for x in inputs])
-    verdict = judged(reference, outputs, MIN_SQNR_DB)
+    verdict = judged(reference, outputs, MIN_SQNR_DB, MIN_AGREEMENT)
     if verdict["mismatch"]:
         sys.exit(f"mismatch: {{verdict}}")
     print("no failure: converted, loaded and matched torch", verdict)
@@ -77,11 +78,22 @@ def _body(module: Any, seen: set[str]) -> str:
     return "\n\n".join(kept)
 
 
-def script(convert_module: Any, recipe: str, min_sqnr_db: float, expected: str, about: str) -> str:
+def script(
+    convert_module: Any,
+    recipe: str,
+    min_sqnr_db: float,
+    expected: str,
+    about: str,
+    *,
+    min_agreement: float | None = None,
+) -> str:
+    """``min_agreement``: where the block is the whole model, judged on its logits' top-1."""
     head = f'"""{about}"""\n\nfrom __future__ import annotations\n\n'
     seen: set[str] = set()
     parts = [_body(harness, seen), _body(convert_module, seen)]
-    main = MAIN.format(recipe=recipe, min_sqnr_db=min_sqnr_db, expected=expected)
+    main = MAIN.format(
+        recipe=recipe, min_sqnr_db=min_sqnr_db, min_agreement=min_agreement, expected=expected
+    )
     return head + "\n\n\n".join(parts) + main
 
 
@@ -112,6 +124,12 @@ def write_folder(final: Path, files: dict[str, str], fill: Any) -> Path:
 def readme(record: dict[str, Any]) -> str:
     culprit = record["culprit"]
     outcome = culprit["outcome"]
+    weakest = record.get("weakest")
+    builds_up = (
+        [f"No block fails alone: the error builds up from block to block. The lowest SQNR of a "
+         f"block alone is `{weakest['path']}` ({weakest['kind']}), {weakest['sqnr_db']:.1f} dB.",
+         ""] if weakest else []
+    )  # fmt: skip
     return "\n".join(
         [
             f"# {record['target']}/{record['recipe']}: {outcome['failure']} failure in "
@@ -124,6 +142,7 @@ def readme(record: dict[str, Any]) -> str:
             outcome["message"],
             "```",
             "",
+            *builds_up,
             f"Belongs to: https://github.com/{record['upstream']}",
             "",
             "Run `python repro.py` in an environment with the versions below; it fails the same "

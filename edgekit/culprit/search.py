@@ -30,6 +30,16 @@ class Search:
     skipped: dict[str, str] = field(default_factory=dict)  # modules not convertible alone
 
     @property
+    def weakest(self) -> Tried | None:
+        """Where the whole model mismatches and no block does alone (the error builds up
+        from block to block): the block tried whose own output has the lowest SQNR, where most
+        of it enters. None otherwise."""
+        if self.culprit is None or self.culprit.path or self.whole.failure != "mismatch":
+            return None
+        scored = [t for t in self.tried if t.path and "sqnr_db" in t.outcome.verdict]
+        return min(scored, key=lambda t: t.outcome.verdict["sqnr_db"], default=None)
+
+    @property
     def chain(self) -> list[str]:
         """The failing blocks from the root down to the culprit."""
         return [t.path for t in self.tried if t.outcome.same_failure(self.whole)]
