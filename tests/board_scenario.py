@@ -19,10 +19,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from cli_helpers import QUICK_BENCH
+from cli_helpers import EDGEKIT, QUICK_BENCH, copy_artifact
 from sklearn.datasets import load_digits
 
-EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
 BOARD = "ssh://board"
 QUICK = [*QUICK_BENCH, "--sessions", "2"]
 CONFIG_DIR = Path(os.environ["EDGEKIT_SSH_CONFIG"]).parent  # the board's folder
@@ -137,11 +136,10 @@ def scenario(out_dir: Path, out: dict) -> None:
 
     tuned = out_dir / "tuned"  # tune writes its winner into the manifest: a copy of the file
     tuned.mkdir()
-    for suffix in ("", ".json"):
-        (tuned / f"model.tflite{suffix}").write_bytes(Path(tflite + suffix).read_bytes())
-    step("tune", ["tune", str(tuned / "model.tflite"), "--device", BOARD, "--budget-s", "15",
+    model = copy_artifact(Path(tflite), tuned, "model.tflite")
+    step("tune", ["tune", str(model), "--device", BOARD, "--budget-s", "15",
                   "--only", "threads", "--no-noise-guard", "--json"], out)  # fmt: skip
-    out["tune"]["manifest"] = json.loads((tuned / "model.tflite.json").read_text())
+    out["tune"]["manifest"] = json.loads(Path(f"{model}.json").read_text())
 
     # faults, as a board on a desk has them
     step("unreachable", ["eval", tflite, "--device", "ssh://127.0.0.1:1"], out)

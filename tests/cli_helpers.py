@@ -1,14 +1,21 @@
-"""Run the edgekit CLI in-process and capture what a user would see."""
+"""Run the edgekit CLI as a user does, in-process or as the installed command, and read what a
+user would see; copy an exported file to hand it a changed one."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
+import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+# the installed command, as a user's shell finds it
+EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
 
 
 @dataclass
@@ -45,6 +52,34 @@ def run_cli_captured(*args: str) -> CliResult:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = _exit_code(args)
     return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def run_edgekit(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess:
+    """``edgekit ARGS`` as the installed command in a fresh process, as a user's shell runs it:
+    in ``cwd``, with ``env`` added to this process's environment."""
+    return subprocess.run(
+        [EDGEKIT, *args], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True,
+        text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def error_lines(stderr: str) -> list[str]:
+    """edgekit's own error lines (``edgekit: error: ...``) among what a command wrote to stderr."""
+    return [line for line in stderr.splitlines() if line.startswith("edgekit: error:")]
+
+
+def copy_artifact(source: Path, folder: Path, name: str | None = None) -> Path:
+    """An exported file copied into ``folder`` with its manifest (FILE and FILE.json), under
+    its own name or ``name``: a file a test may change, or a command write into, without
+    touching the session's shared export."""
+    from edgekit.artifacts.artifact import manifest_path
+
+    copy = folder / (name or source.name)
+    shutil.copy(source, copy)
+    shutil.copy(manifest_path(source), manifest_path(copy))
+    return copy
 
 
 # short measurements for tests of plumbing, not figures: `run` (with its evaluation) and the

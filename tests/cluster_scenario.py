@@ -30,10 +30,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_helpers import QUICK_BENCH
+from cli_helpers import EDGEKIT, QUICK_BENCH
 from stand_ins import stand_in_adb_env
 
-EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
 # plumbing, not a measurement: without the noise guard the scenario may run beside other tests
 PLUMBING = Path(tempfile.mkdtemp(prefix="ek-scenario-")) / "edgekit.toml"
 PLUMBING.write_text("[run]\nnoise_guard = false\n")
@@ -179,8 +178,7 @@ def main(out: Path) -> None:
         "RAY_health_check_failure_threshold": "3",
     }
     adb = stand_in_adb_env(out / "phone")
-    phone = {**base, **adb, "PATH": f"{adb.pop('PATH_PREFIX')}{os.pathsep}{os.environ['PATH']}"}
-    phone.pop("PATH_PREFIX", None)
+    phone = {**base, **adb}
     # the nodes' environments (base, phone) lack the user's project: only the driver has it
     driver = {**base, "PYTHONPATH": str(USER / "project")}
     with socket.socket() as probe:

@@ -1,10 +1,15 @@
 """Rows of a run as the recommendation and the report read them, built by hand: a measured
-artifact row, and a pool of rows marked as timed in the same interleaved rounds."""
+artifact row, and a pool of rows marked as timed in the same interleaved rounds; and a whole
+run's recorded results.json."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from edgekit.results import Row
 
+# a real `edgekit run`'s results.json on this machine (tests/data/record_results.py records it)
+RECORDED = Path(__file__).parent / "data" / "results_recorded.json"
 HOST = {"latency_comparable": True, "where": "host"}
 
 

@@ -15,6 +15,7 @@ the last one again once they are used up. Used by the android and cluster tests.
 
 from __future__ import annotations
 
+import os
 import stat
 import sys
 from pathlib import Path
@@ -120,7 +121,8 @@ elif verb == "shell":
 
 
 def stand_in_adb_env(folder: Path, serial: str = "emulator-5554") -> dict[str, str]:
-    """Write the stand-in into ``folder``; the environment a process needs to find it."""
+    """Write the stand-in into ``folder``; the variables a process's environment needs to find
+    it: its folder first on this process's PATH, and where it keeps what it was asked."""
     bin_dir = folder / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     adb = bin_dir / "adb"
@@ -142,7 +144,7 @@ def stand_in_adb_env(folder: Path, serial: str = "emulator-5554") -> dict[str, s
     phone.mkdir(exist_ok=True)
     return {
         "ADB_PHONE": str(phone),
-        "PATH_PREFIX": str(bin_dir),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
         "ADB_LOG": str(folder / "adb.log"),
         "ADB_DEVICES": str(devices),
         "ADB_RUNNER_OUTPUT": str(DATA / "benchmark_model.txt"),

@@ -1,4 +1,5 @@
-"""Exporting through one target directly, as the export pipeline calls it, for target tests."""
+"""Exporting through one target directly, as the export pipeline calls it, and measuring what it
+made against the source model, for target tests."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from edgekit.common.metrics import compare_outputs
 from edgekit.targets import TARGET_MODULES, remove_target, target_names
 from edgekit.targets.base import ExportRequest, Manifest
 
@@ -56,3 +58,14 @@ def export_raw(target, source, recipe: str, directory: Path, calibration=None, *
         }
     )
     return path, manifest, info
+
+
+def measure(target, path, manifest, reference, **options):
+    """The file opened through ``target`` (``options`` as a session takes them) on the reference
+    images: -> (its outputs compared with the source model's, the session's runtime info)."""
+    x, expected = reference
+    session = target.open(path, manifest, **options)
+    try:
+        return compare_outputs(expected, session.predict(x)), session.info
+    finally:
+        session.close()

@@ -4,12 +4,11 @@ that fail when they should, and the pytest plugin a user's CI calls."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import onnx
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import copy_artifact, run_cli
 from onnx import numpy_helper
 
 from edgekit.artifacts.artifact import manifest_path
@@ -112,10 +111,7 @@ def test_an_absurdly_tight_bound_fails(export_digits, capsys):
 
 
 def test_a_modified_artifact_is_refused(export_digits, tmp_path, capsys):
-    artifact = export_digits("onnx", "fp32")
-    copy = tmp_path / artifact.path.name
-    shutil.copy(artifact.path, copy)
-    shutil.copy(manifest_path(artifact.path), manifest_path(copy))
+    copy = copy_artifact(export_digits("onnx", "fp32").path, tmp_path)
     with open(copy, "ab") as handle:
         handle.write(b"tampered")
     result = run_cli(capsys, "eval", str(copy))

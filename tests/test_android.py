@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_helpers import plumbing_config, run_cli
+from cli_helpers import copy_artifact, plumbing_config, run_cli
 from stand_ins import stand_in_adb_env
 
 from edgekit.devices import android, get_device
@@ -30,7 +30,6 @@ RECORDED_PSS_KB, RECORDED_RSS_KB = 6178, 12268  # tests/data/dumpsys_meminfo_ben
 @pytest.fixture
 def stand_in_adb(tmp_path, monkeypatch):
     env = stand_in_adb_env(tmp_path)
-    monkeypatch.setenv("PATH", f"{env.pop('PATH_PREFIX')}{os.pathsep}{os.environ['PATH']}")
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return {"log": Path(env["ADB_LOG"]), "devices": Path(env["ADB_DEVICES"])}
@@ -41,10 +40,8 @@ def _calls(log):
 
 
 def test_bench_on_android_pushes_runs_and_cleans_up(stand_in_adb, export_digits, tmp_path, capsys):
-    spaced = tmp_path / "model int8.tflite"  # a space in the name: arguments must be quoted
-    source = export_digits("tflite", "int8").path
-    spaced.write_bytes(source.read_bytes())
-    (tmp_path / "model int8.tflite.json").write_text(Path(str(source) + ".json").read_text())
+    # a space in the name: arguments must be quoted
+    spaced = copy_artifact(export_digits("tflite", "int8").path, tmp_path, "model int8.tflite")
     result = run_cli(
         capsys,
         "bench",

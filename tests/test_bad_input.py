@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import copy_artifact, run_cli
+from measured_rows import RECORDED
 
 OUT = "out"  # every command that writes is pointed at tmp_path/out
 
@@ -28,14 +29,13 @@ def _digits_like(n: int = 20, size: int = 8, channels: int | None = None) -> np.
     return np.random.default_rng(0).random(shape).astype(np.float32)
 
 
-def _copy_artifact(artifact, tmp_path: Path, name: str, mutate=None, truncate: int | None = None):
-    """A copy of an exported artifact, optionally truncated (with a manifest that still matches
-    its digest: the file itself is broken) or with a mutated manifest."""
-    path = tmp_path / name
-    data = artifact.path.read_bytes()
-    path.write_bytes(data[:truncate] if truncate else data)
-    manifest = json.loads(Path(str(artifact.path) + ".json").read_text())
+def _broken_copy(artifact, tmp_path: Path, name: str, mutate=None, truncate: int | None = None):
+    """A copy of an exported artifact, truncated (with a manifest that still matches its
+    digest: the file itself is broken) or with a mutated manifest."""
+    path = copy_artifact(artifact.path, tmp_path, name)
+    manifest = json.loads(Path(str(path) + ".json").read_text())
     if truncate:
+        path.write_bytes(path.read_bytes()[:truncate])
         manifest["file"]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
         manifest["file"]["size"] = truncate
     if mutate:
@@ -64,7 +64,7 @@ def _run_dir(tmp_path: Path, mutate=None, text: str | None = None) -> str:
     if text is not None:
         (directory / "results.json").write_text(text)
         return str(directory)
-    payload = json.loads((Path(__file__).parent / "data" / "results_recorded.json").read_text())
+    payload = json.loads(RECORDED.read_text())
     if mutate:
         mutate(payload)
     (directory / "results.json").write_text(json.dumps(payload))
@@ -613,7 +613,7 @@ class Files:
         return str(self.tmp / "bare.onnx")
 
     def _mutated(self, name, mutate):
-        return _copy_artifact(self.export("onnx", "fp32"), self.tmp, name, mutate=mutate)
+        return _broken_copy(self.export("onnx", "fp32"), self.tmp, name, mutate=mutate)
 
     def manifest_garbage(self):
         path = self._mutated("garbage.onnx", None)
@@ -651,13 +651,13 @@ class Files:
         return path
 
     def truncated_onnx(self):
-        return _copy_artifact(self.export("onnx", "fp32"), self.tmp, "t.onnx", truncate=4000)
+        return _broken_copy(self.export("onnx", "fp32"), self.tmp, "t.onnx", truncate=4000)
 
     def truncated_tflite(self):
-        return _copy_artifact(self.export("tflite", "fp32"), self.tmp, "t.tflite", truncate=4000)
+        return _broken_copy(self.export("tflite", "fp32"), self.tmp, "t.tflite", truncate=4000)
 
     def truncated_pte(self):
-        return _copy_artifact(self.export("executorch", "fp32"), self.tmp, "t.pte", truncate=4000)
+        return _broken_copy(self.export("executorch", "fp32"), self.tmp, "t.pte", truncate=4000)
 
     def no_adb(self):
         self.monkeypatch.setenv("PATH", str(self.tmp / "no-bin"))

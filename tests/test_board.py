@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import error_lines
 
 from edgekit.devices import get_device
 from edgekit.devices.ssh.board import Board
@@ -62,10 +63,6 @@ def scenario(tmp_path_factory) -> dict:
     steps = json.loads(found.read_text())
     assert done.returncode == 0, (done.stderr[-3000:], steps)
     return steps
-
-
-def _errors(step: dict) -> list[str]:
-    return [line for line in step["stderr"].splitlines() if line.startswith("edgekit: error:")]
 
 
 @pytest.mark.board
@@ -141,15 +138,17 @@ def test_an_unreachable_board_and_a_refused_key_are_one_line_exit_2(scenario):
     for name, words in (("unreachable", "unreachable"), ("refused", "authentication refused")):
         step = scenario[name]
         assert step["rc"] == 2, step["stderr"]
-        assert len(_errors(step)) == 1 and words in _errors(step)[0]
+        errors = error_lines(step["stderr"])
+        assert len(errors) == 1 and words in errors[0]
 
 
 @pytest.mark.board
 def test_a_board_without_python_names_the_fix(scenario):
     step = scenario["no_python"]
-    assert step["rc"] == 2 and len(_errors(step)) == 1
-    assert "no Python '/opt/no-such/python3'" in _errors(step)[0]
-    assert "edgekit device setup bare" in _errors(step)[0]
+    errors = error_lines(step["stderr"])
+    assert step["rc"] == 2 and len(errors) == 1
+    assert "no Python '/opt/no-such/python3'" in errors[0]
+    assert "edgekit device setup bare" in errors[0]
 
 
 @pytest.mark.board

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import EDGEKIT, run_cli, run_edgekit
 
 
 def test_help_lists_the_commands(capsys, monkeypatch):
@@ -266,14 +266,11 @@ def test_output_piped_into_head_ends_quietly():
     """``edgekit --help | head -1``: the reader leaves early, and edgekit neither complains nor
     fails (rich and click would exit 1 without a word, and the supervisor then blamed a crash)."""
     import subprocess
-    import sys
-    from pathlib import Path
 
-    edgekit = str(Path(sys.executable).with_name("edgekit"))
     for args in (["--help"], ["zoo", "list"]):
         read_end, write_end = os.pipe()
         os.close(read_end)  # the reader is gone before the first line: every write breaks
-        done = subprocess.run([edgekit, *args], stdout=write_end, capture_output=False,
+        done = subprocess.run([EDGEKIT, *args], stdout=write_end, capture_output=False,
                               stderr=subprocess.PIPE, timeout=60, check=False)  # fmt: skip
         os.close(write_end)
         assert done.returncode == 0 and done.stderr == b"", (args, done.stderr)
@@ -282,16 +279,10 @@ def test_output_piped_into_head_ends_quietly():
 def test_a_plugin_that_does_not_import_is_one_line_on_every_command_that_needs_it(tmp_path):
     """EDGEKIT_PLUGINS naming a module that is not there: --help still works, and a command
     that needs the registries says which plugin, once, with exit 2 (it once crashed at import)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    edgekit = str(Path(sys.executable).with_name("edgekit"))
-    env = {**os.environ, "EDGEKIT_PLUGINS": "no_such_plugin_module"}
 
     def call(*args):
-        return subprocess.run([edgekit, *args], capture_output=True, text=True, env=env,
-                              cwd=tmp_path, timeout=120)  # fmt: skip
+        return run_edgekit(*args, cwd=tmp_path, env={"EDGEKIT_PLUGINS": "no_such_plugin_module"},
+                           timeout=120)  # fmt: skip
 
     assert call("--help").returncode == 0
     done = call("export", "--target", "onnx")

@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from cli_helpers import error_lines
 
 HERE = Path(__file__).parent
 
@@ -49,10 +50,6 @@ def scenario(tmp_path_factory) -> dict:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads((out / "scenario.json").read_text())
-
-
-def _edgekit_lines(err: str) -> list[str]:
-    return [line for line in err.splitlines() if line.startswith("edgekit: error:")]
 
 
 def _short(node_id: str) -> str:
@@ -125,7 +122,7 @@ def test_a_node_that_cannot_import_a_model_says_which_node_and_what_to_copy(scen
         assert f"No module named 'driver_only_helper') on node {row['node']}" in row["error"]
         helper = HERE / "cluster_user_model" / "elsewhere" / "driver_only_helper.py"
         assert f"copy {helper} there and add its folder to PYTHONPATH" in row["error"]
-    assert len(_edgekit_lines(result["err"])) == 1
+    assert len(error_lines(result["err"])) == 1
 
 
 @pytest.mark.cluster
@@ -150,7 +147,7 @@ def test_a_killed_node_takes_only_its_rows_down(scenario):
     assert by_device["cpu"]["status"] == "ok"
     assert by_device["android"]["status"] == "failed"
     assert "node died" in by_device["android"]["error"]
-    assert len(_edgekit_lines(killed["err"])) == 1
+    assert len(error_lines(killed["err"])) == 1
 
 
 @pytest.mark.cluster
@@ -189,7 +186,7 @@ def test_resume_runs_only_what_is_missing(scenario):
 def test_bad_cluster_input_is_one_line_and_exit_2(scenario, case, says):
     result = scenario[case]
     assert result["code"] == 2, result["err"]
-    lines = _edgekit_lines(result["err"])
+    lines = error_lines(result["err"])
     assert len(lines) == 1 and says in lines[0], result["err"]
     assert "Traceback" not in result["err"]
 

@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 import pytest
 from cli_helpers import run_cli
+from measured_rows import RECORDED
 from onnx import numpy_helper
 
 from edgekit.artifacts.artifact import manifest_path
@@ -219,11 +220,9 @@ def test_eval_prints_the_flips_and_results_carry_them(export_digits, tmp_path, c
 
 def test_check_applies_the_prediction_gates_to_every_row_of_a_run(tmp_path, capsys):
     import shutil
-    from pathlib import Path
 
-    recorded = Path(__file__).parent / "data" / "results_recorded.json"
-    shutil.copy(recorded, tmp_path / "results.json")
-    rows = [r for r in json.loads(recorded.read_text())["rows"]
+    shutil.copy(RECORDED, tmp_path / "results.json")
+    rows = [r for r in json.loads(RECORDED.read_text())["rows"]
             if r["kind"] == "artifact" and r.get("accuracy")]  # fmt: skip
     result = run_cli(capsys, "check", str(tmp_path), "--max-flips", "100%", "--fail-on-collapse",
                      "--json")  # fmt: skip

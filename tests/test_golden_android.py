@@ -6,7 +6,6 @@ runtime on this machine and writes the outputs as the runner does (tests/stand_i
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,6 @@ def phone(tmp_path, monkeypatch):
     """The stand-in adb on PATH, with a runner binary for each target whose runner gives
     outputs; the folder that stands for the phone's files and the adb log."""
     env = stand_in_adb_env(tmp_path / "adb")
-    monkeypatch.setenv("PATH", f"{env.pop('PATH_PREFIX')}{os.pathsep}{os.environ['PATH']}")
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     executor_runner = tmp_path / "adb" / "executor_runner"

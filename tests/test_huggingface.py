@@ -9,19 +9,23 @@ libraries' import chatter stays out of the output."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import hf_models
 import numpy as np
 import pytest
-from cli_helpers import CliResult, plumbing_config, run_cli, run_cli_captured
+from cli_helpers import (
+    CliResult,
+    error_lines,
+    plumbing_config,
+    run_cli,
+    run_cli_captured,
+    run_edgekit,
+)
 from PIL import Image
 
 TESTS = Path(__file__).parent
-EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
 TARGETS = ("onnx", "tflite", "executorch")
 # the folder's image processor: not transformers' defaults, so a test sees them applied
 PROCESSOR = {"size": {"height": 32, "width": 32}, "resample": 3, "image_mean": [0.3, 0.4, 0.5],
@@ -216,7 +220,7 @@ def test_a_folder_edgekit_cannot_load_is_one_line(case, message, capsys, tmp_pat
     folder = _folder(tmp_path, case)
     result = run_cli(capsys, "export", "--model", str(folder), "--target", "onnx", "-o",
                      str(tmp_path / "out"))  # fmt: skip
-    errors = [line for line in result.err.splitlines() if line.startswith("edgekit: error:")]
+    errors = error_lines(result.err)
     assert result.code == 2, result.err[-2000:]
     assert len(errors) == 1 and message in errors[0] and str(folder) in errors[0], result.err
     assert "Traceback" not in result.err + result.out
@@ -228,11 +232,8 @@ NOISE = ("torchao", "pytree", "Failed to load", "deprecated", "FutureWarning")
 
 def _eval_source(npz: str, *flags: str) -> subprocess.CompletedProcess:
     """A fresh process (the libraries say their piece on first import only)."""
-    return subprocess.run(
-        [EDGEKIT, *flags, "eval", "--model", "hf_models:vit", "--data", npz, "--json"],
-        capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONPATH": str(TESTS)},
-    )  # fmt: skip
+    return run_edgekit(*flags, "eval", "--model", "hf_models:vit", "--data", npz, "--json",
+                       env={"PYTHONPATH": str(TESTS)}, timeout=300)  # fmt: skip
 
 
 def test_the_libraries_import_chatter_stays_out_unless_verbose(cifar_npz):

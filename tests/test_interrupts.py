@@ -11,11 +11,11 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_helpers import EDGEKIT, error_lines
 
 from edgekit.artifacts.artifact import load_artifact
 from edgekit.supervise import GRACE_S
@@ -26,7 +26,6 @@ from edgekit.supervise import GRACE_S
 # signal and removes the partial files the journal names. The wall-clock figures themselves (within
 # 5 s, a second Ctrl-C at once) are `timing` tests, which run alone after the parallel phase.
 
-EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
 TESTS = Path(__file__).parent
 QUICK_RUN = ["--min-seconds", "0.2", "--min-runs", "10", "--rounds", "3", "--precision", "off"]
 
@@ -292,7 +291,7 @@ def test_a_runtime_that_crashes_or_hangs_is_a_failed_measurement(
         env=dict(os.environ, EDGEKIT_TEST_CRASH=crash),
     )
     assert done.returncode == 1, done.stderr[-500:]
-    errors = [ln for ln in done.stderr.splitlines() if ln.startswith("edgekit: error:")]
+    errors = error_lines(done.stderr)
     assert len(errors) == 1 and message in errors[0]
 
 

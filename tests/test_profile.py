@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import run_cli, run_cli_captured, run_edgekit
 
 QUICK = ["--rounds", "4", "--runs", "20"]
 
@@ -14,26 +14,13 @@ QUICK = ["--rounds", "4", "--runs", "20"]
 @pytest.fixture(scope="module")
 def profiled(export_digits, tmp_path_factory):
     """fp32 and int8 of the three targets, profiled in one call (as a user would)."""
-    import sys
-
-    from edgekit.cli import main
-
     paths = [str(export_digits(t, r).path) for t in ("tflite", "onnx", "executorch")
              for r in ("fp32", "int8")]  # fmt: skip
     out = tmp_path_factory.mktemp("profile")
     plot = out / "layers.png"
-    argv, sys.argv = sys.argv, ["edgekit", "profile", *paths, *QUICK, "--json", "--plot", str(plot)]
-    try:
-        import contextlib
-        import io
-
-        buffer = io.StringIO()
-        with contextlib.redirect_stdout(buffer), pytest.raises(SystemExit) as done:
-            main()
-        assert done.value.code in (0, None)
-    finally:
-        sys.argv = argv
-    return {p["label"]: p for p in json.loads(buffer.getvalue())}, plot
+    result = run_cli_captured("profile", *paths, *QUICK, "--json", "--plot", str(plot))
+    assert result.code == 0, result.err[-2000:]
+    return {p["label"]: p for p in json.loads(result.out)}, plot
 
 
 def test_layers_are_named_by_the_source_module_paths(profiled):
@@ -87,17 +74,9 @@ def test_int8_is_explained_against_the_same_targets_fp32(profiled):
 
 
 def test_profiling_a_tflite_file_prints_no_runtime_chatter(export_digits):
-    import subprocess
-    import sys
-    from pathlib import Path
-
     # LiteRT's C library logs to fd 2 itself: only a real process shows what a user sees
     path = export_digits("tflite", "fp32").path
-    edgekit = Path(sys.executable).parent / "edgekit"
-    done = subprocess.run(
-        [str(edgekit), "profile", str(path), "--rounds", "2", "--runs", "5"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    done = run_edgekit("profile", str(path), "--rounds", "2", "--runs", "5", timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     noise = [
         line

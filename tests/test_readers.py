@@ -6,18 +6,18 @@ from __future__ import annotations
 import copy
 import json
 import math
-import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from cli_helpers import copy_artifact
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from measured_rows import RECORDED
 
 from edgekit.errors import UserInputError
 
-RECORDED = Path(__file__).parent / "data" / "results_recorded.json"
 SETTINGS = settings(max_examples=60, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
 
@@ -72,11 +72,8 @@ def _accepts_or_one_line(call) -> None:
 
 @pytest.fixture(scope="module")
 def manifest_case(export_digits, tmp_path_factory):
-    artifact = export_digits("onnx", "int8")
-    folder = tmp_path_factory.mktemp("manifest")
-    path = folder / artifact.path.name
-    shutil.copy(artifact.path, path)
-    return path, json.loads(Path(str(artifact.path) + ".json").read_text())
+    path = copy_artifact(export_digits("onnx", "int8").path, tmp_path_factory.mktemp("manifest"))
+    return path, json.loads(Path(str(path) + ".json").read_text())
 
 
 def _read_artifact(path: Path) -> None:

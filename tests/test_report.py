@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
-from measured_rows import interleaved, measured_row
+from cli_helpers import EDGEKIT, run_cli
+from measured_rows import RECORDED, interleaved, measured_row
 
 from edgekit.errors import DeviceUnavailable, EdgekitError, UserInputError
 from edgekit.report.history import compare_runs, list_runs, record_run, resolve_run
@@ -20,7 +20,6 @@ from edgekit.results import RESULTS_SCHEMA_VERSION, Results, Row, load_results
 from edgekit.run.cells import failed_row as _failed
 from edgekit.run.config import RunConfig
 
-RECORDED = Path(__file__).parent / "data" / "results_recorded.json"
 # a run recorded before the two-level intervals (results schema 2: rounds and a noise band)
 SCHEMA_2 = Path(__file__).parent / "data" / "results_schema2.json"
 
@@ -80,10 +79,9 @@ def test_report_open_hands_the_page_to_the_browser_the_user_set(run_dir, tmp_pat
     opened = tmp_path / "opened.txt"
     browser = tmp_path / "browser.py"
     browser.write_text(f"import sys; open({str(opened)!r}, 'w').write(sys.argv[1])")
-    edgekit = Path(sys.executable).with_name("edgekit")
     env = {**os.environ, "BROWSER": f"{sys.executable} {browser} %s"}
     env.pop("DISPLAY", None)
-    done = subprocess.run([str(edgekit), "report", str(run_dir), "--open"], env=env,
+    done = subprocess.run([EDGEKIT, "report", str(run_dir), "--open"], env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert opened.read_text() == (run_dir / "report.html").resolve().as_uri()

@@ -13,12 +13,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import QUICK_RUN, plumbing_config
+from cli_helpers import QUICK_RUN, plumbing_config, run_edgekit
 
 # the page is what is tested, not a latency: the run is plumbing (no noise guard), so this
 # module runs beside others
@@ -39,22 +37,16 @@ FLAGS = (  # a browser that reaches nothing: no network, no first-run or backgro
 )
 
 
-def _edgekit(*args: str, cwd: Path = TESTS) -> subprocess.CompletedProcess:
-    # the tests folder is the working directory, so one_class_models imports as a user's model
-    edgekit = Path(sys.executable).with_name("edgekit")
-    return subprocess.run([str(edgekit), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def fragile_run(tmp_path_factory) -> Path:
     """``edgekit run`` of one_class_models:fragile_three, onnx fp32 and int8, on the host CPU."""
     where = tmp_path_factory.mktemp("fragile")
-    done = _edgekit("run", "--config", str(plumbing_config(where)), "--model",
-                    "one_class_models:fragile_three", "--data", "digits",
-                    "--target", "onnx", "--recipe", "fp32,int8", "--device", "cpu", *QUICK_RUN,
-                    "--runs-dir", str(where / "runs"), "--history",
-                    str(where / "history.sqlite"), "--json")  # fmt: skip
+    # in the tests folder, so one_class_models imports as a user's model
+    done = run_edgekit("run", "--config", str(plumbing_config(where)), "--model",
+                       "one_class_models:fragile_three", "--data", "digits",
+                       "--target", "onnx", "--recipe", "fp32,int8", "--device", "cpu", *QUICK_RUN,
+                       "--runs-dir", str(where / "runs"), "--history",
+                       str(where / "history.sqlite"), "--json", cwd=TESTS)  # fmt: skip
     assert done.returncode == 0, done.stderr
     return Path(json.loads(done.stdout)["run_dir"])
 
@@ -113,7 +105,7 @@ def _screenshot(browser, run_dir: Path, name: str) -> Path:
 
 def test_check_names_the_class_int8_broke_with_its_interval(fragile_run):
     int8 = next((fragile_run / "artifacts").rglob("*int8.onnx"))
-    done = _edgekit("check", str(int8), "--max-class-drop", "10", "--json")
+    done = run_edgekit("check", str(int8), "--max-class-drop", "10", "--json", cwd=TESTS)
     assert done.returncode == 1, done.stderr
     [gate] = json.loads(done.stdout)["gates"]
     assert not gate["passed"] and gate["detail"].startswith("class '3': drop")

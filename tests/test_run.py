@@ -4,19 +4,16 @@ and a fourth target added from outside edgekit running through it."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-from cli_helpers import QUICK_RUN, plumbing_config, run_cli
+from cli_helpers import QUICK_RUN, plumbing_config, run_cli, run_edgekit
+from measured_rows import RECORDED
 
 # plumbing, not figures: every run here leaves the noise guard off (plumbing_config), so the
 # file runs beside other tests
 
 PLUGINS = Path(__file__).parent / "plugins"
-RECORDED = Path(__file__).parent / "data" / "results_recorded.json"
 
 
 def _run(capsys, tmp_path, *args):
@@ -151,22 +148,17 @@ def test_the_python_api_writes_what_the_cli_writes(tmp_path):
 NO_VULKAN = {"VK_ICD_FILENAMES": "/nonexistent.json", "VK_DRIVER_FILES": "/nonexistent.json"}
 
 
-def _edgekit(tmp_path, *args, **env):
-    """The installed command in a fresh process, as a user's shell runs it."""
-    command = [str(Path(sys.executable).with_name("edgekit")), *args]
-    return subprocess.run(
-        command, cwd=tmp_path, capture_output=True, text=True,
-        env={**os.environ, "EDGEKIT_HISTORY": str(tmp_path / "history.sqlite"), **env},
-        timeout=900, check=False,
-    )  # fmt: skip
+def _without_vulkan(tmp_path: Path) -> dict[str, str]:
+    """A user's machine without a Vulkan driver, its history in ``tmp_path``."""
+    return {**NO_VULKAN, "EDGEKIT_HISTORY": str(tmp_path / "history.sqlite")}
 
 
 def test_the_demo_on_a_machine_without_a_vulkan_driver_skips_the_gpu_and_answers(tmp_path):
     """``make demo``'s devices are the defaults, not a request: a machine with only a CPU
     measures the CPU, names the device it skipped and how to add it, recommends, exits 0."""
-    done = _edgekit(tmp_path, "run", "--config", str(plumbing_config(tmp_path)), "--target",
-                    "tflite", "--recipe", "fp32,int8", "--no-profile", *QUICK_RUN,
-                    **NO_VULKAN)  # fmt: skip
+    done = run_edgekit("run", "--config", str(plumbing_config(tmp_path)), "--target", "tflite",
+                       "--recipe", "fp32,int8", "--no-profile", *QUICK_RUN, cwd=tmp_path,
+                       env=_without_vulkan(tmp_path), timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     skipped = [line for line in done.stdout.splitlines() if line.startswith("skipped device")]
     assert len(skipped) == 1 and skipped[0].startswith("skipped device gpu (no CUDA GPU and no ")
@@ -180,7 +172,7 @@ def test_the_demo_on_a_machine_without_a_vulkan_driver_skips_the_gpu_and_answers
 
 
 def test_a_gpu_asked_for_by_name_without_a_driver_is_one_line_and_exit_2(tmp_path):
-    done = _edgekit(tmp_path, "run", "--device", "gpu", **NO_VULKAN)
+    done = run_edgekit("run", "--device", "gpu", cwd=tmp_path, env=_without_vulkan(tmp_path))
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("edgekit: error: --device gpu: no CUDA GPU"), (
@@ -189,7 +181,7 @@ def test_a_gpu_asked_for_by_name_without_a_driver_is_one_line_and_exit_2(tmp_pat
     assert not (tmp_path / "runs").exists()  # refused before any work
     # named in a config file, the GPU is asked for too
     config = plumbing_config(tmp_path, 'devices = ["cpu", "gpu"]')
-    done = _edgekit(tmp_path, "run", "--config", str(config), **NO_VULKAN)
+    done = run_edgekit("run", "--config", str(config), cwd=tmp_path, env=_without_vulkan(tmp_path))
     assert done.returncode == 2 and done.stderr.startswith("edgekit: error: --device gpu: no CUDA")
 
 

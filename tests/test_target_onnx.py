@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 from target_helpers import export_raw as export
+from target_helpers import measure
 
-from edgekit.common.metrics import compare_outputs
 from edgekit.errors import DeviceUnavailable, UnsupportedExport, UserInputError
 from edgekit.sources.source import SourceModel
 from edgekit.targets import get_target
@@ -55,15 +55,6 @@ def zero_point_types(path):
     return activations, weights - {"INT32"}  # int32: the biases
 
 
-def measure(target, path, manifest, reference):
-    x, expected = reference
-    session = target.open(path, manifest, threads=1)
-    try:
-        return compare_outputs(expected, session.predict(x)), session.info
-    finally:
-        session.close()
-
-
 def test_fp32_matches_the_source_model(target, artifacts, reference):
     path, manifest, info = artifacts["fp32"]
     assert info.details["exporter"].startswith("torch.onnx dynamo")
@@ -71,7 +62,7 @@ def test_fp32_matches_the_source_model(target, artifacts, reference):
     assert info.input.shape == [1, 1, 32, 32] and info.input.dtype == "float32"
     assert info.output.shape == [1, 10] and info.warnings == []
 
-    figures, runtime = measure(target, path, manifest, reference)
+    figures, runtime = measure(target, path, manifest, reference, threads=1)
     assert figures["sqnr_db"] >= 40.0 and figures["top1_agreement"] >= 0.99
     assert figures["max_abs_diff"] < 1e-3
     assert runtime["providers"] == ["CPUExecutionProvider"]
@@ -104,7 +95,7 @@ def test_int8_static_is_u8s8_qdq_and_fully_int8(target, artifacts, reference):
     fp32_size = artifacts["fp32"][0].stat().st_size
     assert path.stat().st_size < 0.7 * fp32_size  # measured 145 KB vs 266 KB
 
-    figures, _ = measure(target, path, manifest, reference)
+    figures, _ = measure(target, path, manifest, reference, threads=1)
     assert figures["sqnr_db"] >= 25.0  # measured 33.0
     assert figures["top1_agreement"] >= 0.97  # measured 1.0
     assert figures["max_abs_diff"] < 2.0  # measured 0.63
@@ -123,7 +114,7 @@ def test_int8_dynamic_quantizes_matmul_gemm_only(target, artifacts, reference):
     assert info.details["op_types_to_quantize"] == ["MatMul", "Gemm"]
     assert any("MatMul/Gemm only" in warning for warning in info.warnings)
 
-    figures, _ = measure(target, path, manifest, reference)
+    figures, _ = measure(target, path, manifest, reference, threads=1)
     assert figures["sqnr_db"] >= 40.0  # measured 51.0: only the classifier is int8
     assert figures["top1_agreement"] >= 0.99
 
@@ -161,7 +152,7 @@ def test_fp16_keeps_float32_io(target, artifacts, reference):
     assert session.get_outputs()[0].type == "tensor(float)"
     assert path.stat().st_size < 0.7 * artifacts["fp32"][0].stat().st_size
 
-    figures, _ = measure(target, path, manifest, reference)
+    figures, _ = measure(target, path, manifest, reference, threads=1)
     assert figures["sqnr_db"] >= 45.0  # measured 60.8
     assert figures["top1_agreement"] >= 0.99
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 from target_helpers import export_raw as export
+from target_helpers import measure
 
 from edgekit.common.metrics import compare_outputs
 from edgekit.errors import DeviceUnavailable, UnsupportedExport, UserInputError
@@ -40,15 +41,6 @@ def artifacts(digits_export):
     """(recipe, io_dtype) -> (path, manifest, info), from the session's store (each exported
     once per test run, calibration 200)."""
     return lambda recipe, io_dtype="float32": digits_export("tflite", recipe, io_dtype)
-
-
-def measure(target, path, manifest, reference, **options):
-    x, expected = reference
-    session = target.open(path, manifest, **options)
-    try:
-        return compare_outputs(expected, session.predict(x)), session.info
-    finally:
-        session.close()
 
 
 # ---- digits-mobilenet (torch -> litert-torch) ------------------------------------------------

@@ -6,28 +6,20 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
+from cli_helpers import copy_artifact, run_cli
 
 from edgekit.errors import UserInputError
 
-
-def _tuned_copy(export_digits, tmp_path: Path, target: str = "onnx") -> Path:
-    """A copy of the session's shared fp32 file (tune writes into its manifest)."""
-    shared = export_digits(target, "fp32").path
-    copy = tmp_path / shared.name
-    shutil.copy(shared, copy)
-    shutil.copy(f"{shared}.json", f"{copy}.json")
-    return copy
+# tune writes its winner into the manifest: each test tunes a copy of the session's shared file
 
 
 def test_a_manifest_with_an_unknown_or_bad_runtime_option_is_one_line(export_digits, tmp_path):
     from edgekit.artifacts.artifact import load_artifact
 
-    path = _tuned_copy(export_digits, tmp_path)
+    path = copy_artifact(export_digits("onnx", "fp32").path, tmp_path)
     manifest = json.loads(Path(f"{path}.json").read_text())
     for options, message in (
         ({"threads": 2, "turbo": True}, "unknown runtime option 'turbo'"),
@@ -53,7 +45,7 @@ def test_a_manifest_with_an_unknown_or_bad_runtime_option_is_one_line(export_dig
     ],
 )
 def test_bad_tune_options_are_one_line_and_exit_2(capsys, export_digits, tmp_path, args, message):
-    path = _tuned_copy(export_digits, tmp_path)
+    path = copy_artifact(export_digits("onnx", "fp32").path, tmp_path)
     before = Path(f"{path}.json").read_text()
     result = run_cli(capsys, "tune", str(path), *args)
     assert result.code == 2 and message in result.err
@@ -90,7 +82,7 @@ DEFAULTS = {"threads": 1, "graph_optimization_level": "ORT_ENABLE_ALL",
 def test_bench_opens_a_tuned_file_with_its_options_as_the_session_holds_them(
     capsys, export_digits, tmp_path
 ):
-    path = _tuned_copy(export_digits, tmp_path)
+    path = copy_artifact(export_digits("onnx", "fp32").path, tmp_path)
     _write_tuned(path, OURS)
     for args, expected in (((), OURS), (("--runtime-options", "default"), DEFAULTS)):
         record, _ = _bench(capsys, path, *args)
@@ -113,7 +105,7 @@ def test_bench_opens_a_tuned_file_with_its_options_as_the_session_holds_them(
 def test_tune_writes_the_winner_into_the_manifest(capsys, export_digits, tmp_path):
     """Plumbing, not figures (which configuration wins is the machine's): the noise guard is
     off, so the test runs beside others."""
-    path = _tuned_copy(export_digits, tmp_path)
+    path = copy_artifact(export_digits("onnx", "fp32").path, tmp_path)
     result = run_cli(capsys, "tune", str(path), "--budget-s", "20", "--no-noise-guard", "--json")
     assert result.code == 0, result.err
     (tuned,) = json.loads(result.out)
@@ -145,7 +137,7 @@ def test_tune_writes_the_winner_into_the_manifest(capsys, export_digits, tmp_pat
 def test_tune_only_one_option_keeps_the_others_and_prints_the_code_for_the_app(
     capsys, export_digits, tmp_path
 ):
-    path = _tuned_copy(export_digits, tmp_path, "tflite")
+    path = copy_artifact(export_digits("tflite", "fp32").path, tmp_path)
     _write_tuned(path, {"threads": 2, "xnnpack": True})  # an earlier tune chose two threads
     result = run_cli(capsys, "tune", str(path), "--only", "xnnpack", "--budget-s", "30",
                      "--no-noise-guard")  # fmt: skip
@@ -162,7 +154,7 @@ def test_tune_only_one_option_keeps_the_others_and_prints_the_code_for_the_app(
 
 
 def test_tune_at_the_apps_thread_count_searches_the_rest_at_it(capsys, export_digits, tmp_path):
-    path = _tuned_copy(export_digits, tmp_path, "tflite")
+    path = copy_artifact(export_digits("tflite", "fp32").path, tmp_path)
     result = run_cli(capsys, "tune", str(path), "--threads", "2", "--budget-s", "10",
                      "--no-noise-guard", "--json")  # fmt: skip
     assert result.code == 0, result.err
@@ -179,7 +171,7 @@ def test_a_file_tuned_to_litert_compiled_model_opens_so_and_prints_its_code(
 ):
     from edgekit.targets import get_target
 
-    path = _tuned_copy(export_digits, tmp_path, "tflite")
+    path = copy_artifact(export_digits("tflite", "fp32").path, tmp_path)
     _write_tuned(path, {"threads": 1, "xnnpack": True, "api": "compiled_model"})
     record, _ = _bench(capsys, path)
     assert record["runtime"]["runtime"].startswith("LiteRT CompiledModel")
