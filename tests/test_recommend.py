@@ -378,6 +378,9 @@ def test_the_drop_budget_holds_the_upper_bound_unless_told_to_hold_the_drop():
     assert point.measured(0.2, 1.3) == 0.2 and not point.over(0.5, 9.0) and point.over(0.51, 0)
     assert point.why_over(0.75, 2.0) == "drop +0.75 > budget 0.5"
     assert DropBudget() == DropBudget(1.0, True)
+    assert DropBudget.of(points=2.0).points == 2.0  # named as callers name it
+    with pytest.raises(TypeError):  # the flag is keyword-only: of(0.5, True) says nothing
+        DropBudget.of(0.5, True)
     with pytest.raises(dataclasses.FrozenInstanceError):  # one budget, read by every command
         upper.points = 2.0
 
