@@ -87,14 +87,11 @@ def search_and_show(
             highlight=False,
             soft_wrap=True,
         )
-        weakest = report.search.weakest
-        if weakest is not None:
+        if "weakest" in report.record:
+            from edgekit.culprit.repro import builds_up_line
+
             console.print(
-                f"  no block fails alone: the error builds up from block to block; the lowest "
-                f"SQNR alone is {weakest.path} ({weakest.kind}), "
-                f"{weakest.outcome.verdict['sqnr_db']:.1f} dB",
-                highlight=False,
-                soft_wrap=True,
+                f"  {builds_up_line(report.record['weakest'])}", highlight=False, soft_wrap=True
             )
     return report
 

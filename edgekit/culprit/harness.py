@@ -87,13 +87,13 @@ def judged(
 
 def verdict_line(verdict: dict[str, Any]) -> str:
     """A mismatch's figures in one line (what failed first, then the rest)."""
+    if "shape" in verdict:
+        return f"output shape {verdict['shape'][1]} where torch gives {verdict['shape'][0]}"
     sqnr = (
         f"SQNR {verdict.get('sqnr_db', float('nan')):.1f} dB against torch (min "
         f"{verdict.get('min_sqnr_db')}), {verdict.get('inputs_below')} of {verdict.get('inputs')} "
         "inputs below"
     )
-    if "shape" in verdict:
-        return f"output shape {verdict['shape'][1]} where torch gives {verdict['shape'][0]}"
     if "agreement" in verdict and verdict["agreement"] < verdict["min_agreement"]:
         return (
             f"top-1 agreement {verdict['agreement']:.3f} with torch over {verdict['inputs']} "

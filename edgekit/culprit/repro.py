@@ -121,15 +121,21 @@ def write_folder(final: Path, files: dict[str, str], fill: Any) -> Path:
     return final
 
 
+def builds_up_line(weakest: dict[str, Any], quote: str = "") -> str:
+    """What a mismatch no block has alone means, and where most of it enters (culprit.json's
+    ``weakest``): the README's words (``quote`` marks the path as code) and the CLI's."""
+    return (
+        f"no block fails alone: the error builds up from block to block; the lowest SQNR alone "
+        f"is {quote}{weakest['path']}{quote} ({weakest['kind']}), {weakest['sqnr_db']:.1f} dB"
+    )
+
+
 def readme(record: dict[str, Any]) -> str:
     culprit = record["culprit"]
     outcome = culprit["outcome"]
     weakest = record.get("weakest")
-    builds_up = (
-        [f"No block fails alone: the error builds up from block to block. The lowest SQNR of a "
-         f"block alone is `{weakest['path']}` ({weakest['kind']}), {weakest['sqnr_db']:.1f} dB.",
-         ""] if weakest else []
-    )  # fmt: skip
+    said = builds_up_line(weakest, quote="`") if weakest else ""
+    builds_up = [f"{said[:1].upper()}{said[1:]}.", ""] if weakest else []
     return "\n".join(
         [
             f"# {record['target']}/{record['recipe']}: {outcome['failure']} failure in "
