@@ -35,6 +35,17 @@ def artifacts(digits_export):
     }
 
 
+def weight_reach(path) -> int:
+    """The largest magnitude among the file's int8 weight initializers."""
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(path)).graph
+    weights = [numpy_helper.to_array(init) for init in graph.initializer
+               if init.data_type == onnx.TensorProto.INT8 and len(init.dims) > 1]  # fmt: skip
+    return int(max(abs(weight.astype(int)).max() for weight in weights))
+
+
 def zero_point_types(path):
     """Element types of the QDQ zero points: activations (QuantizeLinear) and weights (a
     per-channel DequantizeLinear of an initializer)."""
@@ -92,6 +103,9 @@ def test_int8_static_is_u8s8_qdq_and_fully_int8(target, artifacts, reference):
     # ... and the file agrees: uint8 activation zero points, int8 per-channel conv weights
     activation_zp, weight_zp = zero_point_types(path)
     assert activation_zp == {"UINT8"} and weight_zp == {"INT8"}
+    # 7-bit weights, so a CPU without VNNI cannot saturate U8S8's int16 pair sums
+    assert "reduce_range" in info.details["weight_type"]
+    assert 56 <= weight_reach(path) <= 64
     fp32_size = artifacts["fp32"][0].stat().st_size
     assert path.stat().st_size < 0.7 * fp32_size  # measured 145 KB vs 266 KB
 
