@@ -13,7 +13,7 @@ import pytest
 from scripted_sides import NO_GUARD
 
 from edgekit.common.ranking import speed_groups
-from edgekit.common.stats import paired_ratio
+from edgekit.common.stats import chance_to_hold, paired_ratio, runs_agree
 from edgekit.measure.interleave import interleave
 from edgekit.measure.interleaved import STOPPED_BUDGET, STOPPED_PRECISION
 from edgekit.measure.sessions import rounds_per_session, session_plan
@@ -62,6 +62,42 @@ def test_intervals_hold_the_true_ratio_95_percent_of_the_time_when_sessions_diff
 def test_intervals_hold_the_true_ratio_95_percent_of_the_time_when_only_rounds_scatter():
     held, _ = coverage(session_sd=0.0, round_sd=0.03)
     assert 0.93 <= held <= 0.97
+
+
+def across_runs(run_sd: float, runs: int = 400) -> tuple[float, float, float]:
+    """Pairs of separate simulated runs of the same sides (each run its own seed): how often
+    the two runs agree on every pair's ratio within their intervals, how often one run's
+    interval holds the other run's estimate, and how often calibrated intervals would. With
+    ``run_sd`` each run's machine also moves every side by its own factor, which no run's
+    sessions can see (a machine that drifts between runs)."""
+    agreed = held = 0
+    expected = 0.0
+    for index in range(runs):
+        figures = []
+        for seed in (2 * index, 2 * index + 1):
+            moved = np.random.default_rng(10_000 + seed).normal(0.0, run_sd, len(TRUE_MS))
+            result = experiment(seed, list(np.asarray(TRUE_MS) * np.exp(moved)))
+            figures.append([result.ratio(a, b) for a, b in PAIRS])
+        for (first, first_interval), (second, second_interval) in zip(*figures, strict=True):
+            agreed += runs_agree(first, first_interval, second, second_interval)
+            held += first_interval[0] <= second <= first_interval[1]
+            expected += chance_to_hold(first_interval, second_interval)
+    total = runs * len(PAIRS)
+    return agreed / total, held / total, expected / total
+
+
+def test_separate_runs_agree_within_their_intervals_95_percent_of_the_time():
+    agreed, held, expected = across_runs(run_sd=0.0)
+    assert 0.93 <= agreed <= 0.985
+    # one run's interval holds the other's estimate far less often, as calibration predicts
+    # (t intervals of few degrees of freedom, as here, hold a little more than normal ones):
+    # "hold the other run's estimate 90 % of the time" is no promise a 95 % interval makes
+    assert expected - 0.02 < held < 0.90
+
+
+def test_runs_that_drift_apart_beyond_their_sessions_are_caught_disagreeing():
+    agreed, _, _ = across_runs(run_sd=0.04, runs=200)
+    assert agreed < 0.80
 
 
 def test_the_fit_recovers_both_variance_components():

@@ -11,14 +11,23 @@ from scipy import stats as scipy_stats
 
 from edgekit.common.metrics import compare_outputs, sqnr_db
 from edgekit.common.stats import (
+    LevelFit,
     band_of,
+    chance_to_hold,
+    combined,
     latency_summary,
+    level_ratio,
     mcnemar_exact,
     median_interval,
+    pair_df,
     paired_bootstrap_drop,
     paired_ratio,
     ratio_interval,
+    recorded_ratio,
+    relative_half_width,
+    runs_agree,
     session_ratio,
+    simultaneous_quantile,
     widen,
 )
 
@@ -336,3 +345,94 @@ def test_session_prediction_pools_each_sides_spread_and_widens_with_fewer_sessio
     # a side's level does not count, only its spread about its own mean
     assert session_prediction([[1.0, 1.1, 1.21], [5.0, 5.5, 6.05]], sessions=3) == pooled
     assert session_prediction([[1.0], [2.0]], sessions=1) is None  # no spread to see
+
+
+def around(centre: float, half: float) -> tuple[float, float]:
+    """An interval symmetric on the log scale, as edgekit's ratio intervals are."""
+    return float(np.exp(centre - half)), float(np.exp(centre + half))
+
+
+def test_two_runs_agree_when_their_estimates_are_within_both_intervals_together():
+    # half-widths 0.03 and 0.04 on the log scale reach 0.05 together (3-4-5)
+    first, second = 1.0, float(np.exp(0.049))
+    assert runs_agree(first, around(0.0, 0.03), second, around(0.049, 0.04))
+    assert runs_agree(second, around(0.049, 0.04), first, around(0.0, 0.03))
+    further = float(np.exp(0.051))
+    assert not runs_agree(first, around(0.0, 0.03), further, around(0.051, 0.04))
+    assert not runs_agree(further, around(0.051, 0.04), first, around(0.0, 0.03))
+    # either interval alone is too narrow; only together do they reach
+    assert not runs_agree(first, around(0.0, 0.03), float(np.exp(0.045)), around(0.045, 0.0))
+
+
+def test_a_calibrated_interval_holds_another_runs_estimate_less_often_than_its_confidence():
+    alike = chance_to_hold(around(0.0, 0.03), around(0.0, 0.03))
+    assert alike == pytest.approx(2 * scipy_stats.norm.cdf(1.959964 / np.sqrt(2)) - 1, abs=1e-6)
+    assert alike == pytest.approx(0.834, abs=0.001)
+    # a wide interval beside a precise run's estimate holds it almost as often as the truth
+    assert chance_to_hold(around(0.0, 0.30), around(0.0, 0.003)) == pytest.approx(0.95, abs=1e-3)
+    assert chance_to_hold(around(0.0, 0.003), around(0.0, 0.30)) < 0.05
+    assert chance_to_hold(around(0.0, 0.03), around(0.0, 0.03), confidence=0.90) == pytest.approx(
+        2 * scipy_stats.norm.cdf(1.644854 / np.sqrt(2)) - 1, abs=1e-6
+    )
+    assert chance_to_hold((1.0, 1.0), around(0.0, 0.03)) == 0.0  # a point holds nothing
+
+
+def test_sessions_open_at_once_count_as_one_side_with_the_variance_of_their_mean():
+    first = LevelFit(0.1, 0.04, 5.0, 4)
+    second = LevelFit(0.3, 0.02, 3.0, 4, own_variance=True)
+    both = combined([first, second])
+    assert both.log_level == pytest.approx(0.2)
+    assert both.variance == pytest.approx((0.04 + 0.02) / 4)  # the variance of a mean of two
+    assert (both.df, both.sessions, both.own_variance) == (3.0, 4, True)
+
+
+def test_the_degrees_of_freedom_of_a_difference_are_welch_satterthwaites():
+    # (0.01 + 0.02)^2 / (0.01^2 / 4 + 0.02^2 / 9)
+    assert pair_df(LevelFit(0.0, 0.01, 4.0, 5), LevelFit(0.0, 0.02, 9.0, 10)) == pytest.approx(
+        12.96, abs=0.01
+    )
+    # alike degrees of freedom are kept as they are, whatever the variances (equal, not same)
+    assert pair_df(LevelFit(0.0, 0.01, 4.0, 5), LevelFit(0.0, 0.01, float("4"), 5)) == 4.0
+    # no variance on either side: the fewer degrees of freedom
+    assert pair_df(LevelFit(0.0, 0.0, 4.0, 5), LevelFit(0.0, 0.0, 9.0, 10)) == 4.0
+
+
+def test_a_level_ratio_is_a_t_interval_on_the_log_scale():
+    side, reference = LevelFit(0.2, 0.0004, 6.0, 7), LevelFit(0.0, 0.0005, 6.0, 7)
+    ratio, (low, high) = level_ratio(side, reference)
+    half = scipy_stats.t.ppf(0.975, 6.0) * np.sqrt(0.0009)
+    assert ratio == pytest.approx(np.exp(0.2))
+    assert (low, high) == pytest.approx((np.exp(0.2 - half), np.exp(0.2 + half)))
+
+
+def test_tukeys_quantile_holds_three_or_more_levels_at_once():
+    assert simultaneous_quantile(2, 10.0) == pytest.approx(scipy_stats.t.ppf(0.975, 10.0))
+    three = scipy_stats.studentized_range.ppf(0.95, 3, 10.0) / np.sqrt(2)
+    assert simultaneous_quantile(3, 10.0) == pytest.approx(three)
+    # freedom is clamped to [1, 1000] and rounded to a tenth (the cache's key)
+    assert simultaneous_quantile(4, 0.5) == pytest.approx(simultaneous_quantile(4, 1.0))
+    assert simultaneous_quantile(4, 12.34) == pytest.approx(
+        scipy_stats.studentized_range.ppf(0.95, 4, 12.3) / np.sqrt(2)
+    )
+    assert simultaneous_quantile(4, 5000.0) == pytest.approx(
+        scipy_stats.studentized_range.ppf(0.95, 4, 1000.0) / np.sqrt(2)
+    )
+
+
+def test_relative_half_width_is_the_farther_reach_from_the_ratio():
+    assert relative_half_width((1.8, 2.5), 2.0) == pytest.approx(0.25)
+    assert relative_half_width((1.5, 2.1), 2.0) == pytest.approx(0.25)
+    assert relative_half_width((1.0, 2.0), 0.0) == float("inf")
+
+
+def test_a_recorded_ratio_reads_both_sides_fits_or_else_their_rounds():
+    side = {"latency_fit": LevelFit(0.2, 0.0004, 6.0, 7).to_dict(), "rounds_ms": [2.0] * 4}
+    reference = {"latency_fit": LevelFit(0.0, 0.0005, 6.0, 7).to_dict(), "rounds_ms": [1.0] * 4}
+    ratio, _ = recorded_ratio(side, reference)
+    assert ratio == pytest.approx(np.exp(0.2))
+    # one side without a fit (recorded before it existed): both from their paired rounds
+    older = {"rounds_ms": [1.0, 1.0, 1.0, 1.0]}
+    ratio, interval = recorded_ratio(side, older)
+    assert ratio == pytest.approx(2.0) and interval == pytest.approx((2.0, 2.0))
+    ratio, _ = recorded_ratio({"rounds_ms": [2.0] * 4}, reference)
+    assert ratio == pytest.approx(2.0)

@@ -148,12 +148,10 @@ def _intro(results: Results) -> list[str]:
         "sides, each level's variance measured. Speed groups test every pair of a pool at once "
         "(Tukey): members of a group cannot be told apart. Drop is baseline top-1 minus "
         "artifact top-1, with a paired bootstrap 95% interval.",
-        "between runs: an interval covers this run's rounds and sessions. On a shared VM "
-        "(benchmarks/REPRODUCIBILITY.md, an Intel Xeon VM) with sessions spread 120 s apart "
-        "(--sessions 6 --session-gap 120), int8 and fp16 over their fp32 held the next runs' "
-        "estimates 15 minutes later, while speed-ups over the baseline did not (the baseline's "
-        "framework drifts on its own): read a speed-up as this run's, and compare artifacts "
-        "with each other across runs. benchmarks/reproduce.py measures your machine.",
+        "between runs: an interval covers this run's rounds and sessions, not how a shared "
+        "machine drifts over the next quarter hour. benchmarks/reproduce.py measures whether "
+        "separate runs on your machine agree within their intervals; "
+        "benchmarks/REPRODUCIBILITY.md holds one machine's answer.",
     ]
     notes = sorted(
         {str(r.traits.get("note")) for r in results.rows if r.traits and not r.latency_comparable}

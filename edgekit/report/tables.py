@@ -183,8 +183,7 @@ def _conditions_note(row: Row, noted: set[str]) -> list[str]:
 
 def versus_fp32(row: Row, rows: list[Row]) -> tuple[float, tuple[float, float]] | None:
     """The same target's fp32 latency over this row's, interleaved in the same rounds: the
-    ratio that holds from run to run where a speed-up over the baseline may not (another
-    framework drifts on its own; benchmarks/REPRODUCIBILITY.md)."""
+    ratio of one runtime's own files, which no other framework's drift moves."""
     from edgekit.report.recommend import latency_ratio
 
     if row.kind != "artifact" or row.recipe == "fp32" or not row.latency_comparable:
