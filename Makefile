@@ -65,7 +65,8 @@ figures: $(STAMP)
 # not part of `make test`: each mutant runs its module's tests (about 1,700 mutants, an hour and
 # more on 2 cores, JOBS modules at once), with bytecode cached as in `make test` (a mutant's
 # pytest otherwise compiled numpy and scipy again).
-# ONLY="edgekit/common/stats.py ..." mutates those modules again and keeps the others' results.
+# ONLY="edgekit/common/stats.py ..." mutates those modules again and keeps the others' results;
+# JOBS copies work at once (modules side by side, or one module's mutants over JOBS workers).
 ONLY ?=
 JOBS ?= 2
 mutation: $(STAMP)

@@ -10,6 +10,10 @@ accepted ones with the reason (benchmarks/mutation_accepted.toml).
     .venv-mutation/bin/python scripts/mutation.py [--only edgekit/common/stats.py ...]
         [--jobs 2] [--timeout 120]
 
+``--jobs`` copies work at once: modules side by side, or, with fewer modules than jobs, one
+module's mutants spread over several copies (a cosmic-ray http-worker in each, each mutating
+its own copy's file).
+
 Each module's results carry the digest of the source mutated; scripts/mutation_results.py
 (run by ``make test``) says when a module no longer has it."""
 
@@ -17,12 +21,16 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import os
 import platform
+import socket
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -107,7 +115,9 @@ def skip_annotations(session: Path, source: Path) -> None:
             db.set_multiple_results(skipped, result)
 
 
-def config_for(module: str, target: Target, timeout: float, work: Path) -> str:
+def config_for(
+    module: str, target: Target, timeout: float, work: Path, urls: list[str] | None = None
+) -> str:
     # --noconftest: these tests need none of the session fixtures, and a mutant then costs
     # pytest's start and the tests, not torch's import
     tests = " ".join(target.tests)
@@ -118,18 +128,69 @@ def config_for(module: str, target: Target, timeout: float, work: Path) -> str:
         f"timeout = {timeout}\n"
         "excluded-modules = []\n"
         f'test-command = "{command}"\n'
-        '[cosmic-ray.distributor]\nname = "local"\n'
     )
+    if urls:  # one module's mutants spread over workers, each in a copy of its own
+        listed = ", ".join(f'"{url}"' for url in urls)
+        config += '[cosmic-ray.distributor]\nname = "http"\n'
+        config += f"[cosmic-ray.distributor.http]\nworker-urls = [{listed}]\n"
+    else:
+        config += '[cosmic-ray.distributor]\nname = "local"\n'
     if target.scope:  # cosmic-ray's own line filter marks the rest skipped before exec
         ranges = ", ".join(f'"{r}"' for r in scope_lines(work / module, target.scope))
         config += f'[cosmic-ray.filters.line-filter.lines]\n"{module}" = [{ranges}]\n'
     return config
 
 
-def mutate(module: str, target: Target, work: Path, timeout: float) -> dict:
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def http_workers(copies: list[Path]) -> Iterator[list[str]]:
+    """A cosmic-ray http-worker in each copy (it mutates that copy's file and runs the tests
+    there), listening on localhost; their URLs while the block runs."""
+    tools, workers, urls = Path(sys.executable).parent, [], []
+    try:
+        for copy in copies:
+            port = free_port()
+            command = [tools / "cosmic-ray", "http-worker", "--port", str(port)]
+            env = dict(os.environ, PYTHONPATH=str(copy))
+            quiet = subprocess.DEVNULL
+            workers.append(subprocess.Popen(command, cwd=copy, stdout=quiet, stderr=quiet, env=env))
+            urls.append((port, f"http://127.0.0.1:{port}"))
+        for port, url in urls:
+            deadline = time.monotonic() + 60.0
+            while True:
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
+                    break
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"the cosmic-ray worker at {url} did not start in 60 s")
+                time.sleep(0.2)
+        yield [url for _, url in urls]
+    finally:
+        for worker in workers:
+            worker.terminate()
+            worker.wait()
+
+
+def mutate(
+    module: str, target: Target, work: Path, timeout: float, workers: list[Path] | None = None
+) -> dict:
+    """``module``'s mutants against its tests in the copy ``work``; with ``workers`` (more
+    copies), spread over an http-worker in each."""
+    with contextlib.ExitStack() as stack:
+        urls = stack.enter_context(http_workers(workers)) if workers else None
+        return _mutate(module, target, work, timeout, urls)
+
+
+def _mutate(
+    module: str, target: Target, work: Path, timeout: float, urls: list[str] | None
+) -> dict:
     print(f"mutating {module} against {', '.join(target.tests)}", flush=True)
     config, session = work / "cosmic-ray.toml", work / f"{Path(module).stem}.sqlite"
-    config.write_text(config_for(module, target, timeout, work))
+    config.write_text(config_for(module, target, timeout, work, urls))
     tools = Path(sys.executable).parent
     env = dict(os.environ, PYTHONPATH=str(work))  # the copy's edgekit, not the checkout's
     subprocess.run([tools / "cosmic-ray", "init", config, session], cwd=work, env=env, check=True)
@@ -198,7 +259,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", help="a module of the list (repeatable)")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per mutant")
-    parser.add_argument("--jobs", type=int, default=1, help="modules mutated at once")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="copies at work: modules, or one module's workers")  # fmt: skip
     parser.add_argument("--render", action="store_true",
                         help="only write MUTATION.md again from mutation.json")  # fmt: skip
     args = parser.parse_args()
@@ -215,14 +277,23 @@ def main() -> None:
     # a copy of the tree per module, all made now: modules mutated side by side, each judged
     # against the tree as it was when the run began, whatever is edited meanwhile
     with ExitStack() as stack, ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        copies = {}
+        # fewer modules than jobs: each module's mutants spread over that many workers, each
+        # in a copy of its own, beside the copy cosmic-ray's session runs in
+        per_module = max(1, args.jobs // len(chosen))
+        workers = per_module if per_module > 1 else 0
+        copies: dict[str, list[Path]] = {}
         for module in chosen:
-            scratch = tempfile.TemporaryDirectory(prefix="edgekit-mutation-")
-            copies[module] = Path(stack.enter_context(scratch))
-        for work in copies.values():
+            copies[module] = [
+                Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="edgekit-mutation-")))
+                for _ in range(1 + workers)
+            ]
+        for work in (copy for listed in copies.values() for copy in listed):
             copy_checkout(work)
             check_copy_is_imported(work)
-        judged = {m: pool.submit(mutate, m, t, copies[m], args.timeout) for m, t in chosen.items()}
+        judged = {
+            m: pool.submit(mutate, m, t, copies[m][0], args.timeout, copies[m][1:] or None)
+            for m, t in chosen.items()
+        }
         for module, future in judged.items():
             results["modules"][module] = future.result()
     # the list's order, and only modules still on it

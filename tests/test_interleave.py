@@ -14,7 +14,16 @@ from scripted_sides import NO_GUARD, Scripted
 from edgekit.common.stats import paired_ratio
 from edgekit.errors import EdgekitError, UserInputError
 from edgekit.measure.interleave import interleave
-from edgekit.measure.interleaved import STOPPED_FAILED, Interleaved
+from edgekit.measure.interleaved import (
+    STOPPED_BUDGET,
+    STOPPED_FAILED,
+    STOPPED_PLAN,
+    STOPPED_PRECISION,
+    STOPPED_SESSIONS,
+    Interleaved,
+)
+from edgekit.measure.sessions import ALONE_COPIES
+from edgekit.measure.simulated import SimulatedMachine, SimulatedSide
 from edgekit.worker.latency import Block, BlockTimer, LatencyProtocol, NoiseGuard, check_session_gap
 
 PLAN = LatencyProtocol(
@@ -299,6 +308,7 @@ def test_once_every_side_has_crashed_nothing_waits_or_runs_again(monkeypatch):
     assert result.stopped == STOPPED_FAILED and set(result.failed) == {0, 1}
     assert waits == [] and said == ["session 1: 3 round(s) of every side"]
     assert [side.opened for side in everything] == [1, 1]  # neither reopened
+    assert result.disturbed == [] and result.session_of_round == []  # no round was completed
 
 
 def test_a_side_that_crashed_is_not_reopened_and_the_others_still_are():
@@ -395,3 +405,109 @@ def test_half_of_an_odd_plan_rounds_down(monkeypatch):
     timers: list[BlockTimer] = [Fixed("a", 1.0, disturbed_rounds=range(6)), Fixed("b", 1.0)]
     result = interleave(timers, eleven, NoiseGuard(threshold=0.15, retries=0))
     assert result.rounds_used == list(range(6, 11))  # 5 clean of 11 are enough
+
+
+# --- the stopping rule's bookkeeping, on a simulated machine (seconds are simulated: a block
+# takes 0.1 s, reopening a side 1 s; what the intervals then promise is test_intervals.py's) ---
+
+PRECISE = replace(IN_SESSIONS, sessions=2, rounds=6, precision=0.05, budget_s=1e9,
+                  max_sessions=60)  # fmt: skip
+
+
+def simulated(seed: int, true_ms: list[float], session_sd: float = 0.04, wild: float = 0.0):
+    """Sides of ``true_ms`` on a seeded simulated machine, the last one's sessions ``wild``
+    apart where given (a baseline whose process lands far from its last one)."""
+    machine = SimulatedMachine(np.random.default_rng(seed), len(true_ms))
+    timers: list[BlockTimer] = [
+        SimulatedSide(f"side {index}", ms, wild if wild and index == len(true_ms) - 1
+                      else session_sd, 0.01, machine)
+        for index, ms in enumerate(true_ms)
+    ]  # fmt: skip
+    return timers, machine
+
+
+def test_the_precision_rule_reopens_every_side_until_each_interval_is_within_it():
+    timers, machine = simulated(1, [1.0, 1.3, 0.7])
+    said: list[str] = []
+    result = interleave(timers, PRECISE, NO_GUARD, clock=machine.clock, progress=said.append)
+    assert result.stopped == STOPPED_PRECISION and result.widest() <= 0.05
+    sessions = len(set(result.sessions_used))
+    assert sessions > PRECISE.sessions  # the plan alone did not reach 5 %
+    # each side counts its sessions 0, 1, 2, ... and every reopening reopened all three
+    assert all(sorted(set(result.sessions_of(side))) == list(range(sessions))
+               for side in range(3))  # fmt: skip
+    assert result.reopens_s == [pytest.approx(3.0)] * (sessions - 1)
+    assert result.seconds == pytest.approx(machine.clock())
+    numbers = [int(line.split()[1].rstrip(":")) for line in said if line.startswith("session")]
+    assert numbers == list(range(1, sessions + 1))
+
+
+def test_measuring_stops_before_a_session_that_would_overrun_the_budget():
+    budget = 30.0
+    timers, machine = simulated(2, [1.0, 1.3, 0.7])
+    result = interleave(timers, replace(PRECISE, precision=0.001, budget_s=budget), NO_GUARD,
+                        clock=machine.clock)  # fmt: skip
+    assert result.stopped == STOPPED_BUDGET
+    assert len(set(result.sessions_used)) > PRECISE.sessions  # it went on while the budget held
+    assert result.seconds <= budget
+    # and it stopped for want of time: the shortest session (three reopenings, two rounds of
+    # three 0.1 s blocks) no longer fit
+    assert result.seconds + 3.0 + 2 * 0.3 > budget
+
+
+def test_an_open_precision_rule_stops_at_the_most_sessions():
+    timers, machine = simulated(3, [1.0, 1.3, 0.7])
+    result = interleave(timers, replace(PRECISE, precision=0.001, max_sessions=5), NO_GUARD,
+                        clock=machine.clock)  # fmt: skip
+    assert result.stopped == STOPPED_SESSIONS and len(set(result.sessions_used)) == 5
+
+
+def test_a_crashed_side_leaves_the_others_measured_to_the_precision():
+    timers, machine = simulated(4, [1.0, 1.3, 0.7])
+    crashing: list[BlockTimer] = [Crashes("crashes", 0.04, np.random.default_rng(0)), *timers]
+    result = interleave(crashing, PRECISE, NO_GUARD, clock=machine.clock)
+    assert result.failed == {0: "crashes crashed"}
+    assert result.stopped == STOPPED_PRECISION and result.widest() <= 0.05
+    # with one side left there is nothing to compare: the plan, then stop
+    lone: list[BlockTimer] = [Crashes(n, 0.04, np.random.default_rng(0)) for n in "ab"]
+    lone.append(simulated(5, [1.0])[0][0])
+    result = interleave(lone, PRECISE, NO_GUARD, clock=machine.clock)
+    assert result.stopped == STOPPED_PLAN
+
+
+def test_a_wild_side_is_reopened_alone_in_copies_each_counted_as_its_own_session():
+    timers, machine = simulated(3, [1.0, 1.2, 0.9, 3.0], session_sd=0.02, wild=0.2)
+    said: list[str] = []
+    result = interleave(timers, replace(PRECISE, budget_s=200.0), NO_GUARD,
+                        clock=machine.clock, progress=said.append)  # fmt: skip
+    alone = result.reopened_alone.get(3, 0)
+    assert alone > 0 and alone % ALONE_COPIES == 0 and set(result.reopened_alone) == {3}
+    calm = len(set(result.sessions_of(0)))
+    assert sorted(set(result.sessions_of(3))) == list(range(calm + alone))
+    assert result.alone_reopens_s == [pytest.approx(1.0)] * (alone // ALONE_COPIES)
+    assert result.seconds == pytest.approx(machine.clock())
+    assert result.seconds <= 200.0  # structural: simulated seconds, within the budget
+    lines = [line for line in said if line.startswith("session")]
+    numbers = [int(line.split()[1].rstrip(":")) for line in lines]
+    assert numbers == list(range(1, len(numbers) + 1))
+    assert f"side 3 in {ALONE_COPIES} new process(es) at once" in " ".join(lines)
+
+
+def test_a_gate_never_reopens_a_side_alone():
+    timers, machine = simulated(3, [1.0, 1.2, 0.9, 3.0], session_sd=0.02, wild=0.2)
+    result = interleave(timers, replace(PRECISE, budget_s=200.0), NO_GUARD,
+                        clock=machine.clock, decided=lambda result: False)  # fmt: skip
+    assert result.reopened_alone == {} and result.stopped == STOPPED_BUDGET
+
+
+def test_what_steers_the_rounds_is_named_never_placed():
+    with pytest.raises(TypeError):
+        interleave(sides(1.0), PLAN, NO_GUARD, print)  # type: ignore[misc]
+
+
+def test_a_plan_past_the_most_sessions_runs_whole_and_then_stops():
+    timers, machine = simulated(6, [1.0, 1.3, 0.7])
+    capped = replace(PRECISE, sessions=4, rounds=8, precision=0.001, budget_s=60.0,
+                     max_sessions=2)  # fmt: skip
+    result = interleave(timers, capped, NO_GUARD, clock=machine.clock)
+    assert result.stopped == STOPPED_SESSIONS and len(set(result.sessions_used)) == 4

@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgekit.artifacts.artifact import Artifact
 from edgekit.common.fileio import journal, write_json_atomic
@@ -31,6 +31,9 @@ from edgekit.run.executor import Executor, Exported, LocalExecutor
 from edgekit.run.subject import Subject, subjects
 from edgekit.sources.source import SourceModel
 from edgekit.targets import runtime_versions
+
+if TYPE_CHECKING:
+    from edgekit.artifacts.foreign import ForeignOptions
 
 
 @dataclass
@@ -59,7 +62,7 @@ def run_matrix(
     *,
     progress: Progress | None = None,
     history: Path | None = None,
-    foreign: Any = None,
+    foreign: ForeignOptions | None = None,
     executor: Executor | None = None,
 ) -> RunResult:
     """Export, validate, evaluate and benchmark every combination; write the run directory,

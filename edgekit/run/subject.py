@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgekit.artifacts.artifact import Artifact
 from edgekit.errors import UserInputError
@@ -13,6 +13,9 @@ from edgekit.run.config import RunConfig
 from edgekit.sources.data import Dataset, load_dataset
 from edgekit.sources.load import load_model
 from edgekit.sources.source import SourceModel
+
+if TYPE_CHECKING:
+    from edgekit.artifacts.foreign import ForeignOptions
 
 
 @dataclass
@@ -56,7 +59,7 @@ class Subject:
         }
 
 
-def subjects(config: RunConfig, foreign: Any = None) -> list[Subject]:
+def subjects(config: RunConfig, foreign: ForeignOptions | None = None) -> list[Subject]:
     found = []
     for spec in config.model_specs():
         data = config.data_for.get(spec, config.data)
@@ -72,7 +75,7 @@ def subjects(config: RunConfig, foreign: Any = None) -> list[Subject]:
     return found
 
 
-def _given_artifact(spec: str, foreign: Any) -> Artifact | None:
+def _given_artifact(spec: str, foreign: ForeignOptions | None) -> Artifact | None:
     """A .tflite/.pte given as the model: measured as it is (an .onnx is a source model)."""
     from edgekit.artifacts.artifact import load_artifact
     from edgekit.targets import get_target, target_for_suffix
