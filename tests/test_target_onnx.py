@@ -292,3 +292,25 @@ def test_a_data_dependent_branch_is_refused_not_frozen(target, digits_model, tmp
     with pytest.raises(UnsupportedExport, match="data-dependent control flow"):
         export(target, source, "fp32", tmp_path)
     assert not list(tmp_path.glob("*.partial"))
+
+
+def test_culprit_quantizes_a_block_as_the_export_quantizes_the_model(monkeypatch, tmp_path):
+    import numpy as np
+    import onnxruntime.quantization
+    import torch
+
+    from edgekit.targets.onnx.convert_block import convert_block
+    from edgekit.targets.onnx.quantize import static_options
+
+    asked: dict = {}
+
+    def record(model_input, model_output, reader, **options):
+        asked.update(options)
+        raise RuntimeError("recorded")
+
+    monkeypatch.setattr(onnxruntime.quantization, "quantize_static", record)
+    block = torch.nn.Conv2d(1, 2, 3).eval()
+    sample = np.zeros((1, 1, 8, 8), dtype=np.float32)
+    with pytest.raises(RuntimeError, match="recorded"):
+        convert_block(block, sample, "int8", [sample], tmp_path, lambda stage: None)
+    assert asked == static_options()

@@ -119,13 +119,13 @@ def interleave(
                 result.stopped = why
                 break
             fit = result.fit()
+            # _stop_reason stopped where nothing was fitted or no round ran
+            assert fit is not None and round_costs
             if decided is None and result.reopened and protocol.precision is not None:
                 alone = wild_sides(result, pairs, protocol.precision)
             session_cost = reopen_cost(result, alone)
-            round_cost = statistics.mean(round_costs) if round_costs else 0.0
-            if fit is None:
-                planned = plan[-1]
-            elif alone is None:
+            round_cost = statistics.mean(round_costs)
+            if alone is None:
                 planned = rounds_per_session(fit, session_cost, round_cost)
             else:
                 # the wild sides' own session variance decides how long their sessions run

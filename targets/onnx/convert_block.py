@@ -35,6 +35,7 @@ def convert_block(
     if recipe == "int8":
         from onnxruntime.quantization import (
             CalibrationDataReader,
+            CalibrationMethod,
             QuantFormat,
             QuantType,
             quantize_static,
@@ -54,10 +55,14 @@ def convert_block(
             str(path),
             str(quantized),
             Samples(),
+            # targets/onnx/quantize.static_options, written out: repro.py copies this file and
+            # needs no edgekit (tests/test_target_onnx.py keeps the two equal)
             quant_format=QuantFormat.QDQ,
-            per_channel=True,
-            activation_type=QuantType.QInt8,
+            activation_type=QuantType.QUInt8,
             weight_type=QuantType.QInt8,
+            per_channel=True,
+            calibrate_method=CalibrationMethod.MinMax,
+            reduce_range=True,
         )
         path = quantized
     stage("load")

@@ -100,6 +100,25 @@ class CalibrationReader:
         self.index = 0
 
 
+def static_options() -> dict[str, Any]:
+    """onnxruntime's ``quantize_static`` settings of the int8 recipe: the export's and
+    ``edgekit culprit``'s block conversions quantize alike."""
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType
+
+    return {
+        "quant_format": QuantFormat.QDQ,
+        "activation_type": QuantType.QUInt8,  # U8S8: the fast x86 kernels (S8S8 is 1.7x slower)
+        "weight_type": QuantType.QInt8,
+        "per_channel": True,
+        "calibrate_method": CalibrationMethod.MinMax,
+        # 7-bit weights: on an x86 CPU without VNNI, onnxruntime's U8S8 kernels add pairs of
+        # u8 x s8 products in int16 (VPMADDUBSW), which saturates with full-range weights (the
+        # built-in model: 11.2 dB on an AVX2-only EPYC, 31.2 dB with 7-bit weights). The file
+        # may run on such a CPU wherever it was made, so every file gets them.
+        "reduce_range": True,
+    }
+
+
 def quantize_static_qdq(
     fp32: Path,
     out: Path,
@@ -110,7 +129,7 @@ def quantize_static_qdq(
     input_name: str,
     layout: str = "NCHW",
 ) -> dict[str, Any]:
-    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import quantize_static
 
     if request.calibration is None or len(request.calibration) == 0:
         raise UserInputError("onnx int8: static quantization needs calibration data")
@@ -120,17 +139,8 @@ def quantize_static_qdq(
         str(pre),
         str(out),
         CalibrationReader(request.calibration, input_name, layout),
-        quant_format=QuantFormat.QDQ,
-        activation_type=QuantType.QUInt8,  # U8S8: the fast x86 kernels (S8S8 is 1.7x slower)
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-        calibrate_method=CalibrationMethod.MinMax,
         nodes_to_exclude=excluded,
-        # 7-bit weights: on an x86 CPU without VNNI, onnxruntime's U8S8 kernels add pairs of
-        # u8 x s8 products in int16 (VPMADDUBSW), which saturates with full-range weights (the
-        # built-in model: 11.2 dB on an AVX2-only EPYC, 31.2 dB with 7-bit weights). The file
-        # may run on such a CPU wherever it was made, so every file gets them.
-        reduce_range=True,
+        **static_options(),
     )
     return {
         "quantizer": "onnxruntime.quantization.quantize_static",
