@@ -82,7 +82,8 @@ def judged(rows: dict[str, dict[str, list]], runs: int) -> dict[str, dict]:
     for key in KINDS:
         agreed = pairs = held = ordered = 0
         expected = 0.0
-        for entry in rows.values():
+        disagreed = []
+        for name, entry in rows.items():
             if len(entry.get(key, [])) == runs > 1:
                 a, n = agreement(entry[key], entry[f"{key}_ci"])
                 h, m, e = coverage(entry[key], entry[f"{key}_ci"])
@@ -93,9 +94,11 @@ def judged(rows: dict[str, dict[str, list]], runs: int) -> dict[str, dict]:
                     ordered + m,
                     expected + e,
                 )
+                if a < n:
+                    disagreed.append(name)
         widths = [high / low for entry in rows.values() for low, high in entry.get(f"{key}_ci", [])]
         moved = [spread(entry[key]) for entry in rows.values() if len(entry.get(key, [])) > 1]
-        kinds[key] = {"agreed": agreed, "pairs": pairs,
+        kinds[key] = {"agreed": agreed, "pairs": pairs, "disagreed": disagreed,
                       "reproduces": pairs > 0 and agreed >= PROMISE * pairs,
                       "held": held, "ordered_pairs": ordered, "expected_held": expected,
                       "median_hi_lo": statistics.median(widths) if widths else None,
@@ -231,7 +234,7 @@ def page(record: dict, source: str | None = None) -> list[str]:
     lines = header("Do the ratios reproduce?", command, notes, facts=record["machine"],
                    written=written)  # fmt: skip
     rows = record["rows"]
-    kinds = judged(rows, runs)  # from the rows, so an older record reads the same way
+    kinds = record["kinds"]  # judged by summarize, or again by --from-json for an older record
     shown = [key for key in KINDS if kinds[key]["reproduces"]]
     for key, label in KINDS.items():
         kind = kinds[key]
@@ -242,13 +245,7 @@ def page(record: dict, source: str | None = None) -> list[str]:
                 f"{kind['held']} of {kind['ordered_pairs']} intervals held another run's "
                 f"estimate (calibrated: about {kind['expected_held']:.0f})"
             )
-        apart = [
-            name
-            for name, entry in rows.items()
-            if len(entry.get(key, [])) == runs > 1
-            and agreement(entry[key], entry[f"{key}_ci"])[0]
-            < agreement(entry[key], entry[f"{key}_ci"])[1]
-        ]
+        apart = kind["disagreed"]
         disagreed = f"; runs disagreed on {', '.join(apart)}" if apart else ""
         verdict = "reproduces" if key in shown else "does NOT reproduce"
         lines.append(
