@@ -3,9 +3,11 @@
 seconds (the pool's evaluation included), the sessions and rounds, why the measuring stopped,
 the spread between sessions and between rounds (schema 3), the hi/lo of every speed-up over
 the baseline and of every artifact-against-artifact ratio (all pairs), how many artifacts tie with
-the recommended one, and the recommendation. Writes benchmarks/INTERVALS.md (and .json).
+the recommended one, and the recommendation. Writes benchmarks/INTERVALS.md (and .json). Each
+row names the machine its run was measured on (CPU, ISA, fingerprint); ``--keep`` keeps the
+page's earlier rows, so that runs on several machines sit side by side, each named.
 
-    python benchmarks/intervals.py --label before runs/A --label after runs/B
+    python benchmarks/intervals.py --label before runs/A --label after runs/B [--keep]
 
 The widths are read through edgekit's own ``recorded_ratio``: a results file from before the
 two-level fit gets its rounds' intervals widened by its noise band, as that edgekit reported them.
@@ -14,18 +16,21 @@ two-level fit gets its rounds' intervals widened by its noise band, as that edge
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from common import HERE, header, write_json, write_markdown
 
+from edgekit.common.machine import describe
 from edgekit.report.recommend import latency_ratio, recommend, tied, timed
 from edgekit.results import load_results
 
 
 def pool_figures(run_dir: Path) -> list[dict]:
     results = load_results(run_dir)
+    measured_on = results.run.get("machine") or {}
     advice = recommend(results.rows, results.run.get("config", {}).get("max_drop", 1.0))
     pools: dict[tuple, list] = {}
     for row in timed(results.rows):
@@ -49,7 +54,9 @@ def pool_figures(run_dir: Path) -> list[dict]:
         pool = rows[0].pool or {}
         figures.append({
             "run": results.run["id"],
-            "machine": (results.run.get("machine") or {}).get("cpu_model"),
+            "machine": measured_on.get("cpu_model"),
+            "machine_line": describe(measured_on),
+            "fingerprint": measured_on.get("id"),
             "pool": f"{device} x{threads}",
             "artifacts": len(rows),
             "bench_s": seconds,
@@ -79,7 +86,12 @@ def page(entries: list[dict], command: str) -> list[str]:
         "median) | pairs > 1.10 | tied with the recommended | recommended |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    machines = {e["fingerprint"]: e["machine_line"] for e in entries if e.get("fingerprint")}
+    notes = [f"- `{key}`: {line}" for key, line in machines.items()]
     for entry in entries:
+        cpu = entry["machine"]
+        if entry.get("fingerprint"):
+            cpu = f"{cpu} `{entry['fingerprint']}`"
         low, high = entry["speedup_hi_lo"]
         pair_low, pair_high = entry["pair_hi_lo"]
         seconds = "" if entry["bench_s"] is None else f"{entry['bench_s']:.0f}"
@@ -87,7 +99,7 @@ def page(entries: list[dict], command: str) -> list[str]:
         if entry["session_sd"] is not None:
             spreads = f"{100 * entry['session_sd']:.1f} %, {100 * entry['round_sd']:.1f} %"
         lines.append(
-            f"| {entry['run']} | {entry['label']} | {entry['machine']} | {entry['pool']} | "
+            f"| {entry['run']} | {entry['label']} | {cpu} | {entry['pool']} | "
             f"{seconds} | {entry['sessions']} | {entry['rounds']} | {entry['stopped']} | "
             f"{spreads} | "
             f"{low:.3f}-{high:.3f}, {entry['speedup_hi_lo_median'] or 0:.3f} | "
@@ -95,6 +107,14 @@ def page(entries: list[dict], command: str) -> list[str]:
             f"{entry['pairs_over_1_10']} of {entry['pairs']} | {entry['tied_with_best']} | "
             f"{entry['recommendation']} |"
         )
+    if notes:
+        lines += ["", "The machines (by fingerprint) the runs were measured on:", *notes]
+    earlier = {
+        (e["command"], e["written"]) for e in entries if e.get("command", command) != command
+    }
+    if earlier:
+        lines += ["", "Rows kept from earlier pages (`--keep`) were written by:"]
+        lines += [f"- `{made}` on {when}" for made, when in sorted(earlier, key=lambda c: c[1])]
     return lines
 
 
@@ -103,14 +123,27 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories")
     parser.add_argument("--label", action="append", default=[], help="one per run, in order")
     parser.add_argument("--out", type=Path, default=HERE / "INTERVALS.md")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the page's earlier rows (other runs, machines)"
+    )
     args = parser.parse_intermixed_args()
     labels = args.label + [""] * (len(args.runs) - len(args.label))
+    new = {run.name for run in args.runs}
+    kept = args.out.with_suffix(".json")
     entries = []
-    for run_dir, label in zip(args.runs, labels, strict=True):
-        entries += [{**figures, "label": label} for figures in pool_figures(run_dir)]
+    if args.keep and kept.is_file():
+        entries = [e for e in json.loads(kept.read_text())["entries"] if e["run"] not in new]
     command = "python benchmarks/intervals.py " + " ".join(
         f"--label {label} {run.name}" for run, label in zip(args.runs, labels, strict=True)
     )
+    if args.keep:
+        command += " --keep"
+    written = datetime.now(UTC).isoformat(timespec="minutes")
+    for run_dir, label in zip(args.runs, labels, strict=True):
+        entries += [
+            {**figures, "label": label, "command": command, "written": written}
+            for figures in pool_figures(run_dir)
+        ]
     write_markdown(args.out, page(entries, command))
     write_json(args.out.with_suffix(".json"), {"entries": entries})
     print("\n".join(page(entries, command)))
