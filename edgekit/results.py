@@ -10,15 +10,29 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from edgekit.common.schema import check_fields, matches, record_spec, type_name
+from edgekit.common.metrics import VersusHost
+from edgekit.common.schema import (
+    check_fields,
+    matches,
+    record_spec,
+    required_fields,
+    type_name,
+)
 from edgekit.common.stats import LevelFit
 from edgekit.errors import UserInputError
 from edgekit.records import (
     AccuracyRecord,
     ArtifactProfile,
+    AwareLoop,
     ClassChange,
+    Collapse,
     Coverage,
+    FlipPair,
+    FlippedImage,
+    Flips,
+    GoldenLink,
     MemoryRecord,
+    SharedFlips,
     Step,
 )
 
@@ -182,15 +196,11 @@ class Results:
 
 
 REQUIRED_ROW_FIELDS = ("kind", "target", "recipe", "status")
+# every nested record is checked against its dataclass's own fields and types (record_spec): no
+# table of the same fields is kept here. The required keys are what the oldest readable files
+# (schema 2) already wrote, where that is fewer than the record's fields without a default.
 ACCURACY = record_spec(AccuracyRecord)
-# what edgekit.common.metrics.device_vs_host writes (a dict, not a record)
-VERSUS_HOST = {
-    "max_abs_diff": float,
-    "mean_abs_diff": float,
-    "argmax_agreement": float,
-    "outputs_differing": int,
-    "outputs": int,
-}
+VERSUS_HOST = record_spec(VersusHost)
 COVERAGE = record_spec(Coverage)
 RUN = {
     "id": str,
@@ -206,40 +216,18 @@ RUN = {
     "flips_across": dict[str, dict[str, Any]],
     "golden": dict[str, dict[str, Any]],  # run --golden: per model (older runs have none)
 }
-# a model's golden bundle: its folder relative to the run directory and tolerance, or why none
-GOLDEN = {"artifact": str, "bundle": str, "atol": float, "why": str}
-AWARE = {
-    "max_drop_points": float,
-    "within_budget": bool,
-    "chosen_step": int,
-    "steps": list[dict[str, Any]],
-    "evaluation": {"drop_points": float, "drop_ci": tuple[float, float], "samples": int},
-}
+GOLDEN = record_spec(GoldenLink)
+# the loop's steps: a list here, then each checked against Step, so that a bad one is named
+AWARE = {**record_spec(AwareLoop), "steps": list[dict[str, Any]]}
 STEP = record_spec(Step)
-# what the report reads of each artifact's flips (edgekit.measure.flips, .gallery)
-FLIPS = {
-    "samples": int,
-    "changed": int,
-    "right_to_wrong": int,
-    "wrong_to_right": int,
-    "wrong_to_other_wrong": int,
-    "mcnemar_p": float,
-    "indices": list[int],
-    "by_margin": list[dict[str, Any]],
-}
+FLIPS = record_spec(Flips)  # what the report reads of each artifact's flips
 CLASS_CHANGE = record_spec(ClassChange)
-COLLAPSE = {"collapsed": bool, "reason": str, "dominant_class": str, "dominant_share": float}
-FLIPPED_IMAGE = {
-    "index": int,
-    "label": str,
-    "way": str,
-    "source_top3": list[list[Any]],
-    "artifact_top3": list[list[Any]],
-    "png": str,
-}
+COLLAPSE = record_spec(Collapse)
+FLIPPED_IMAGE = record_spec(FlippedImage)
 PROFILE = record_spec(ArtifactProfile)  # its layers: LayerTime objects
-SHARED_FLIPS = {"pairs": list[dict[str, Any]], "flipped_by_all": list[int]}
-PAIR = {"a": str, "b": str, "both": int, "jaccard": float}
+# its pairs: a list here, then each checked against FlipPair, so that a bad one is named
+SHARED_FLIPS = {**record_spec(SharedFlips), "pairs": list[dict[str, Any]]}
+PAIR = record_spec(FlipPair)
 MEMORY = record_spec(MemoryRecord)
 ROW_TYPES = typing.get_type_hints(Row)
 LATENCY_FIT = record_spec(LevelFit)
@@ -265,8 +253,9 @@ def check_run(run: dict[str, Any], where: str) -> None:
             ("label", "method", "layers", "ops_ms", "total_ms"),
         )
     for model, shared in (run.get("flips_across") or {}).items():
-        check_fields(shared, SHARED_FLIPS, f"{where}.flips_across.{model}", tuple(SHARED_FLIPS))
-        check_each(shared["pairs"], PAIR, f"{where}.flips_across.{model}.pairs", tuple(PAIR))
+        place = f"{where}.flips_across.{model}"
+        check_fields(shared, SHARED_FLIPS, place, required_fields(SharedFlips))
+        check_each(shared["pairs"], PAIR, f"{place}.pairs", required_fields(FlipPair))
     for model, bundle in (run.get("golden") or {}).items():
         check_fields(bundle, GOLDEN, f"{where}.golden.{model}")
 
@@ -274,15 +263,17 @@ def check_run(run: dict[str, Any], where: str) -> None:
 def _check_accuracy(accuracy: dict[str, Any], where: str) -> None:
     check_fields(accuracy, ACCURACY, where, ("drop_points", "drop_ci"))
     if accuracy.get("flips"):
-        check_fields(accuracy["flips"], FLIPS, f"{where}.flips", tuple(FLIPS)[:6])
+        check_fields(accuracy["flips"], FLIPS, f"{where}.flips", required_fields(Flips))
     check_each(
-        accuracy.get("per_class") or [], CLASS_CHANGE, f"{where}.per_class", tuple(CLASS_CHANGE)
+        accuracy.get("per_class") or [],
+        CLASS_CHANGE,
+        f"{where}.per_class",
+        required_fields(ClassChange),
     )
     if accuracy.get("collapse"):
         check_fields(accuracy["collapse"], COLLAPSE, f"{where}.collapse", ("collapsed",))
-    check_each(
-        accuracy.get("gallery") or [], FLIPPED_IMAGE, f"{where}.gallery", tuple(FLIPPED_IMAGE)
-    )
+    gallery = accuracy.get("gallery") or []
+    check_each(gallery, FLIPPED_IMAGE, f"{where}.gallery", required_fields(FlippedImage))
 
 
 def check_row(entry: Any, where: str) -> Row:
@@ -305,10 +296,11 @@ def check_row(entry: Any, where: str) -> Row:
             check_fields(entry[key], spec, f"{where}.{key}", required)
     versus = (entry.get("accuracy") or {}).get("versus_host")
     if versus:
-        check_fields(versus, VERSUS_HOST, f"{where}.accuracy.versus_host", tuple(VERSUS_HOST))
+        place = f"{where}.accuracy.versus_host"
+        check_fields(versus, VERSUS_HOST, place, required_fields(VersusHost))
     if entry.get("accuracy_aware") is not None:
         aware = entry["accuracy_aware"]
-        check_fields(aware, AWARE, f"{where}.accuracy_aware", tuple(AWARE)[:4])
+        check_fields(aware, AWARE, f"{where}.accuracy_aware", required_fields(AwareLoop))
         for index, step in enumerate(aware["steps"]):
             check_fields(
                 step,

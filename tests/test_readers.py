@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -206,40 +207,92 @@ def test_any_npz_is_loaded_or_refused_in_one_line(tmp_path, digits_model, x, lab
     _accepts_or_one_line(load)
 
 
-RECORDS = ["accuracy", "coverage", "memory", "latency_fit"]  # a row's fields that are records
+def _records() -> list[tuple[str, type, Any]]:
+    """Where each record sits in a results file, its dataclass, and a valid one to plant there
+    (None: the recorded run has one already)."""
+    from dataclasses import asdict
 
-
-@pytest.mark.parametrize("field", RECORDS)
-def test_every_field_of_a_rows_record_is_checked_by_its_dataclass_type(tmp_path, field):
-    """A wrong type in any field of a record is one line naming it: the checks are the record's
-    own fields and types (edgekit.records, stats.LevelFit), so a field added there is checked
-    with nothing else to keep in step."""
-    from edgekit.common.schema import record_spec
-    from edgekit.results import (
-        ROW_TYPES,  # noqa: F401  (the row's own fields, typed likewise)
-        load_results,
+    from edgekit.common.metrics import VersusHost
+    from edgekit.common.stats import LevelFit
+    from edgekit.records import (
+        AccuracyRecord,
+        AwareLoop,
+        Collapse,
+        Coverage,
+        FlippedImage,
+        Flips,
+        GoldenLink,
+        MemoryRecord,
+        SharedFlips,
+        Step,
     )
 
-    record = {"accuracy": "AccuracyRecord", "coverage": "Coverage", "memory": "MemoryRecord"}
-    if field == "latency_fit":
-        from edgekit.common.stats import LevelFit as kind
-    else:
-        import edgekit.records
+    step = Step(0, [], 0.9, 0.9, 0.0, [-0.5, 0.5], 30.0, 1.0, 1.0, 0.2, validation_passed=True)
+    image = FlippedImage(3, "7", "right to wrong", [["7", 0.9]], [["1", 0.8]], png="cG5n")
+    link = GoldenLink("artifacts/a.tflite", "golden/a", 0.01)
+    return [
+        ("accuracy", AccuracyRecord, None),
+        ("coverage", Coverage, None),
+        ("memory", MemoryRecord, None),
+        ("latency_fit", LevelFit, None),
+        ("accuracy.flips", Flips, None),
+        ("accuracy.collapse", Collapse, None),
+        ("run.flips_across.digits-mobilenet", SharedFlips, None),
+        ("accuracy.versus_host", VersusHost, asdict(VersusHost(0.1, 0.01, 1.0, 3, 10))),
+        ("accuracy.gallery.0", FlippedImage, asdict(image)),
+        ("accuracy_aware", AwareLoop, asdict(AwareLoop(1.0, True, 0, [step]))),
+        ("run.golden.digits-mobilenet", GoldenLink, link.to_dict()),
+    ]
 
-        kind = getattr(edgekit.records, record[field])
+
+def _place(payload: dict, path: str) -> tuple[Any, str | int, str]:
+    """The container and key of ``path`` (a row's field: the first row that has it, else the
+    first with accuracy), made where missing, and the words a message names it by."""
+    *parents, last = [int(part) if part.isdigit() else part for part in path.split(".")]
+    field = (parents or [last])[0]
+    rows = [r for r in payload["rows"] if r.get(field)] or [
+        r for r in payload["rows"] if r.get("accuracy")
+    ]
+    node = payload if field == "run" else rows[0]
+    for part in parents:
+        if isinstance(node, dict) and part not in node:
+            node[part] = [] if part == "gallery" else {}
+        node = node[part]
+    if isinstance(node, list) and last >= len(node):
+        node.append(None)
+    return node, last, path.replace(".0", "[0]")
+
+
+@pytest.mark.parametrize("path", [path for path, _, _ in _records()])
+def test_every_field_of_a_record_is_checked_by_its_dataclass(tmp_path, path):
+    """The records of a row and inside it or the run (accuracy, coverage, memory, the latency
+    fit; flips, collapse, the gallery, the device's logits against the host's, the
+    accuracy-aware loop, flips shared across artifacts, a golden link) are checked against their
+    dataclasses' own fields and types, with no table to keep in step: a wrong type in any field
+    is one line naming it, and a valid record loads."""
+    from edgekit.common.schema import matches, record_spec
+    from edgekit.results import load_results
+
+    kind, planted = next((k, v) for p, k, v in _records() if p == path)
     payload = json.loads(RECORDED.read_text())
-    row = next(r for r in payload["rows"] if r.get(field))
+    if planted is not None:
+        node, key, _ = _place(payload, path)
+        node[key] = planted
+    valid = tmp_path / "valid"
+    valid.mkdir()
+    (valid / "results.json").write_text(json.dumps(payload))
+    load_results(valid)  # the planted record is one the checks accept
     checked = 0
     for name, kind_of_field in record_spec(kind).items():
-        if kind_of_field in (dict[str, Any], dict[str, Any] | None, Any):
-            continue  # a free object: any object fits
+        if matches({"not": "of its type"}, kind_of_field):
+            continue  # a free object, or a record whose every field has a default: it fits
         broken = copy.deepcopy(payload)
-        target = next(r for r in broken["rows"] if r.get(field))
-        target[field][name] = {"not": "of its type"}
-        run = tmp_path / f"{field}-{name}"
+        node, key, said = _place(broken, path)
+        node[key][name] = {"not": "of its type"}
+        run = tmp_path / f"broken-{name}"
         run.mkdir()
         (run / "results.json").write_text(json.dumps(broken))
-        with pytest.raises(UserInputError, match=rf"\.{field}\.{name}: must be"):
+        with pytest.raises(UserInputError, match=rf"{re.escape(said)}\.{name}: must be"):
             load_results(run)
         checked += 1
-    assert checked >= len(record_spec(kind)) // 2 and row[field]
+    assert checked >= len(record_spec(kind)) // 2

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgekit.common.fileio import sha256_file
-from edgekit.common.schema import check_fields
+from edgekit.common.schema import check_fields, record_spec
 from edgekit.errors import UserInputError
 from edgekit.results import artifact_label
-from edgekit.targets.manifest import SCHEMA_VERSION, Manifest
+from edgekit.targets.manifest import SCHEMA_VERSION, FileEntry, Manifest, SourceEntry
+from edgekit.targets.session import TensorSpec
 
 if TYPE_CHECKING:
     from edgekit.artifacts.foreign import ForeignOptions
@@ -75,18 +76,13 @@ class Artifact:
         return self.manifest.file.size
 
 
-TENSOR = {
-    "name": str,
-    "shape": list[int],
-    "dtype": str,
-    "layout": str,
-    "quantization": dict[str, float] | None,
-}
+# the manifest's records are checked against their dataclasses' fields and types
+TENSOR = record_spec(TensorSpec)
 MANIFEST = {
     "schema_version": int,
     "target": str,
     "recipe": str,
-    "file": {"name": str, "size": int, "sha256": str},
+    "file": record_spec(FileEntry),
     "input": TENSOR,
     "output": TENSOR,
     "preprocessing": dict[str, Any] | None,
@@ -95,9 +91,7 @@ MANIFEST = {
     "foreign": dict[str, Any] | None,
     "class_names": list[str],
     "source": {
-        "name": str,
-        "spec": str,
-        "digest": str,
+        **record_spec(SourceEntry),
         "load_options": {"weights": str, "input_shape": list[int]},
     },
     "keep_float": list[str],

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+
 import numpy as np
+
+
+@dataclass
+class VersusHost:
+    """A device's logits against the host's on the same inputs (the aarch64 kernels' error)."""
+
+    max_abs_diff: float
+    mean_abs_diff: float
+    argmax_agreement: float
+    outputs_differing: int
+    outputs: int
 
 
 def sqnr_db(reference: np.ndarray, test: np.ndarray) -> float:
@@ -27,12 +40,14 @@ def compare_outputs(reference: np.ndarray, test: np.ndarray) -> dict[str, float]
 
 
 def device_vs_host(device: np.ndarray, host: np.ndarray) -> dict[str, float]:
-    """How far a device's logits (the aarch64 kernels) are from the host's on the same inputs."""
+    """How far a device's logits (the aarch64 kernels) are from the host's on the same inputs,
+    as its ``VersusHost`` record's JSON."""
     diff = np.abs(np.asarray(device, dtype=np.float64) - np.asarray(host, dtype=np.float64))
-    return {
-        "max_abs_diff": float(diff.max()) if diff.size else 0.0,
-        "mean_abs_diff": float(diff.mean()) if diff.size else 0.0,
-        "argmax_agreement": float(np.mean(device.argmax(1) == host.argmax(1))),
-        "outputs_differing": int(np.count_nonzero(diff)),
-        "outputs": int(diff.size),
-    }
+    found = VersusHost(
+        max_abs_diff=float(diff.max()) if diff.size else 0.0,
+        mean_abs_diff=float(diff.mean()) if diff.size else 0.0,
+        argmax_agreement=float(np.mean(device.argmax(1) == host.argmax(1))),
+        outputs_differing=int(np.count_nonzero(diff)),
+        outputs=int(diff.size),
+    )
+    return asdict(found)

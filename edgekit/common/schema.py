@@ -22,18 +22,22 @@ def record_spec(record: type) -> dict[str, Any]:
     return spec
 
 
+def required_fields(record: type) -> tuple[str, ...]:
+    """A record's fields without a default: what its object must hold."""
+    return tuple(
+        f.name
+        for f in dataclasses.fields(record)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
+
+
 def matches(value: object, kind: Any) -> bool:
     """Does ``value`` (parsed JSON/TOML) fit the annotation ``kind``? A dataclass is an object
     whose keys have their fields' types (``list[LayerTime]``: a list of such objects)."""
     if kind is Any:
         return True
     if dataclasses.is_dataclass(kind):  # its object: every field without a default present
-        spec = record_spec(kind)
-        required = [
-            f.name
-            for f in dataclasses.fields(kind)
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        ]
+        spec, required = record_spec(kind), required_fields(kind)
         return (
             isinstance(value, dict)
             and all(key in value for key in required)

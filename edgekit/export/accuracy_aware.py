@@ -28,7 +28,7 @@ from edgekit.common.fileio import journal, write_json_atomic
 from edgekit.devices import DEFAULT_DEVICE, get_device
 from edgekit.errors import ExportRejected, UserInputError
 from edgekit.measure.accuracy import compare_on_labels
-from edgekit.records import Step
+from edgekit.records import AwareLoop, Step
 from edgekit.sources.data import Dataset, Split
 from edgekit.sources.source import SourceModel
 from edgekit.worker.latency import LatencyProtocol, NoiseGuard
@@ -294,15 +294,16 @@ def _promote(
 ) -> Artifact:
     """Move the chosen step's file beside the others and record the loop in its manifest."""
     destination = out_dir / artifact.path.name
-    loop = {
-        "max_drop_points": budget.points,
-        "rule": budget.rule,
-        "within_budget": within,
-        "chosen_step": chosen,
-        "selection_split": "calibration half, images calibration did not draw",
-        "evaluation": evaluation,
-        "steps": [asdict(step) for step in steps],
-    }
+    record = AwareLoop(
+        max_drop_points=budget.points,
+        within_budget=within,
+        chosen_step=chosen,
+        steps=steps,
+        rule=budget.rule,
+        selection_split="calibration half, images calibration did not draw",
+    )
+    # the evaluation as _evaluate wrote it (its drop_ci a list, as JSON keeps it)
+    loop = {**asdict(record), "evaluation": evaluation}
     manifest = artifact.manifest.replace(
         keep_float=list(steps[chosen].keep_float),
         accuracy_aware=loop,

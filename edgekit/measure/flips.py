@@ -8,7 +8,7 @@ users file again and again; these figures say which images and which classes, wi
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from itertools import combinations
 from typing import Any
 
@@ -16,63 +16,10 @@ import numpy as np
 from scipy import special, stats
 
 from edgekit.common.stats import mcnemar_exact, paired_bootstrap_drop
-from edgekit.records import ClassChange
+from edgekit.records import ClassChange, Collapse, FlipPair, Flips, SharedFlips
 
-# a collapsed artifact gives one class to at least this share of the inputs, where the source
-# model gives that class less than SOURCE_SHARE_LIMIT of them (without a source, 3+ classes)
-COLLAPSE_SHARE = 0.8
-SOURCE_SHARE_LIMIT = 0.5
-# outputs whose spread across inputs is below this fraction of their magnitude are constant
-CONSTANT_SPREAD = 1e-4
 MARGIN_BINS = 5
 CORRECTION = "Benjamini-Hochberg across classes (scipy.stats.false_discovery_control)"
-
-
-@dataclass(frozen=True)
-class Collapse:
-    """The artifact's predictions and outputs as the collapse detector reads them: the class it
-    predicts most and for what share of the inputs, how often the source model predicts that
-    class (None without a source), and how much the outputs move from input to input. Needs no
-    labels. ``judged(share)`` decides at a threshold; ``collapsed`` and ``reason`` are the
-    decision at the default one."""
-
-    dominant_class: str
-    dominant_share: float
-    source_share: float | None
-    classes: int
-    output_spread: float  # mean over outputs of their standard deviation across inputs
-    output_scale: float  # mean magnitude of the outputs
-
-    def judged(self, share: float = COLLAPSE_SHARE) -> str:
-        """Why the artifact collapsed at ``share``, or "" when it did not."""
-        scale, spread = self.output_scale, self.output_spread
-        if spread == 0.0 or spread <= CONSTANT_SPREAD * scale:
-            return (
-                f"nearly constant outputs: their spread across inputs is {spread:.3g}, "
-                f"{spread / scale if scale else 0.0:.2g} of their mean magnitude"
-            )
-        # the source giving that class as often explains it; without a source, two classes can
-        source = self.source_share
-        unexplained = self.classes >= 3 if source is None else source < SOURCE_SHARE_LIMIT
-        if self.dominant_share < share or not unexplained:
-            return ""
-        than = "" if source is None else f" (the source model: {source:.0%})"
-        return f"predicts {self.dominant_class!r} for {self.dominant_share:.0%} of the inputs{than}"
-
-    @property
-    def collapsed(self) -> bool:
-        return bool(self.judged())
-
-    @property
-    def reason(self) -> str:
-        return self.judged()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "collapsed": self.collapsed, "reason": self.reason}
-
-    @classmethod
-    def from_dict(cls, payload: dict[str, Any]) -> Collapse:
-        return cls(**{name: payload[name] for name in cls.__dataclass_fields__})
 
 
 def per_class(
@@ -165,16 +112,17 @@ def flips(
     artifact_top, baseline_top = outputs.argmax(1), baseline.argmax(1)
     changed = artifact_top != baseline_top
     artifact_right, baseline_right = artifact_top == labels, baseline_top == labels
-    return {
-        "samples": len(labels),
-        "changed": int(changed.sum()),
-        "right_to_wrong": int(np.sum(baseline_right & ~artifact_right)),
-        "wrong_to_right": int(np.sum(~baseline_right & artifact_right)),
-        "wrong_to_other_wrong": int(np.sum(changed & ~baseline_right & ~artifact_right)),
-        "mcnemar_p": mcnemar_exact(baseline_right, artifact_right)["p_value"],
-        "indices": np.flatnonzero(changed).tolist(),
-        "by_margin": flip_risk(changed, _top2_margin(baseline), confidence=confidence),
-    }
+    found = Flips(
+        samples=len(labels),
+        changed=int(changed.sum()),
+        right_to_wrong=int(np.sum(baseline_right & ~artifact_right)),
+        wrong_to_right=int(np.sum(~baseline_right & artifact_right)),
+        wrong_to_other_wrong=int(np.sum(changed & ~baseline_right & ~artifact_right)),
+        mcnemar_p=mcnemar_exact(baseline_right, artifact_right)["p_value"],
+        indices=np.flatnonzero(changed).tolist(),
+        by_margin=flip_risk(changed, _top2_margin(baseline), confidence=confidence),
+    )
+    return asdict(found)
 
 
 def collapse(
@@ -202,13 +150,7 @@ def shared_flips(flipped: dict[str, list[int]]) -> dict[str, Any]:
     pairs = []
     for (first, a), (second, b) in combinations(sets.items(), 2):
         union = a | b
-        pairs.append(
-            {
-                "a": first,
-                "b": second,
-                "both": len(a & b),
-                "jaccard": len(a & b) / len(union) if union else 1.0,
-            }
-        )
+        jaccard = len(a & b) / len(union) if union else 1.0
+        pairs.append(FlipPair(first, second, len(a & b), jaccard))
     every = set.intersection(*sets.values()) if sets else set()
-    return {"pairs": pairs, "flipped_by_all": sorted(every)}
+    return asdict(SharedFlips(pairs, sorted(every)))

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import base64
 import io
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 from scipy import special
+
+from edgekit.records import FlippedImage
 
 LIMIT = 12
 THUMBNAIL_PX = 64  # the longer side; digits' 32 px are doubled, larger images shrink
@@ -57,16 +60,22 @@ def flip_gallery(
     changed = np.flatnonzero(artifact_top != baseline_top)
     became_wrong = baseline_top[changed] == labels[changed]
     chosen = [*changed[became_wrong], *changed[~became_wrong]][:limit]
+
+    def way(i: int) -> str:
+        if baseline_top[i] == labels[i]:
+            return "right to wrong"
+        return "wrong to right" if artifact_top[i] == labels[i] else "wrong to another wrong"
+
     return [
-        {
-            "index": int(i),
-            "label": names[int(labels[i])],
-            "way": "right to wrong"
-            if baseline_top[i] == labels[i]
-            else ("wrong to right" if artifact_top[i] == labels[i] else "wrong to another wrong"),
-            "source_top3": top3(baseline[i], names),
-            "artifact_top3": top3(outputs[i], names),
-            "png": thumbnail_png(images[i]),
-        }
+        asdict(
+            FlippedImage(
+                index=int(i),
+                label=names[int(labels[i])],
+                way=way(i),
+                source_top3=top3(baseline[i], names),
+                artifact_top3=top3(outputs[i], names),
+                png=thumbnail_png(images[i]),
+            )
+        )
         for i in chosen
     ]

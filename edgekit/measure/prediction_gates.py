@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from edgekit.common.budget import DropBudget
 from edgekit.errors import UserInputError
 from edgekit.measure.accuracy import AccuracyRecord
-from edgekit.measure.flips import COLLAPSE_SHARE, Collapse
 from edgekit.measure.gates import GateResult, accuracy_records
+from edgekit.records import COLLAPSE_SHARE, Collapse
 from edgekit.results import Results
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from edgekit.common.fileio import write_json_atomic
 from edgekit.common.progress import Progress
 from edgekit.errors import EdgekitError, cause_line, first_line
+from edgekit.records import GoldenLink
 from edgekit.report import render_report
 from edgekit.report.recommend import Recommendation
 from edgekit.results import Results, Row
@@ -64,7 +65,7 @@ def golden_bundle(
     """The bundle of the recommended row's artifact, as results.json records it: its folder
     (relative to the run directory) and tolerance, or why none was made."""
     if best is None or not best.artifact:
-        return {"why": "no artifact was recommended"}
+        return GoldenLink(why="no artifact was recommended").to_dict()
     from edgekit.artifacts.artifact import load_artifact
     from edgekit.golden.make import make_bundle
 
@@ -83,5 +84,5 @@ def golden_bundle(
         why = first_line(exc) if isinstance(exc, EdgekitError) else cause_line(exc)
         # the message names the run's hidden folder, gone once the run is renamed into place
         why = why.replace(f"{run_dir.resolve()}/", "").replace(f"{run_dir}/", "")
-        return {"artifact": best.artifact, "why": why}
-    return {"artifact": best.artifact, "bundle": folder.as_posix(), "atol": bundle.atol}
+        return GoldenLink(artifact=best.artifact, why=why).to_dict()
+    return GoldenLink(best.artifact, folder.as_posix(), bundle.atol).to_dict()

@@ -1,12 +1,7 @@
-"""The records a measurement produces and a results file keeps, one dataclass each: what runs
-on the fast path (``Coverage``), an artifact's accuracy against the baseline (``AccuracyRecord``,
-with its ``ClassChange`` per class), its memory (``MemoryRecord``), a step of the accuracy-aware
-loop (``Step``) and a per-layer profile (``ArtifactProfile`` of ``LayerTime``).
-
-They sit below every stage that makes them, beside ``edgekit.results``, so that results.json is
-checked against these very fields and types (``edgekit.common.schema.record_spec``): a field added
-here is checked on reading with no table to keep in step. Each stage still exports its record
-under the name it always had (``edgekit.measure.accuracy.AccuracyRecord``)."""
+"""The other records of an artifact's measurement: its fast-path coverage (``Coverage``), its
+memory (``MemoryRecord``), the accuracy-aware loop (``AwareLoop`` of ``Step``), its per-layer
+profile (``ArtifactProfile`` of ``LayerTime``, with the ``Timing`` it scales by) and a run's link
+to its golden bundle (``GoldenLink``)."""
 
 from __future__ import annotations
 
@@ -44,72 +39,18 @@ class Coverage:
 
 
 @dataclass
-class AccuracyRecord:
-    """One artifact on one device against the baseline, on the evaluation split."""
+class GoldenLink:
+    """A model's golden bundle in a run: its folder (relative to the run directory) and
+    tolerance, or why none was made."""
 
-    artifact: str
-    label: str
-    device: str
-    dataset: str
-    samples: int
-    top1: float
-    # against the baseline; None for a file without a source model (labels only)
-    baseline_top1: float | None
-    drop_points: float | None
-    drop_ci: tuple[float, float] | None
-    confidence: float
-    agreement: float | None
-    sqnr_db: float | None
-    max_abs_diff: float | None
-    mean_abs_diff: float | None
-    mcnemar: dict[str, float] | None
-    top5: float | None = None
-    baseline_top5: float | None = None
-    changed_classes: list[dict[str, Any]] = field(default_factory=list)
-    baseline: str = "source model, fp32, host CPU"
-    reference: str = "baseline"
-    runtime: dict[str, Any] = field(default_factory=dict)
-    versus_host: dict[str, Any] | None = None  # device logits against the host's
-    fingerprint: dict[str, Any] = field(default_factory=dict)
-    assumed: list[str] = field(default_factory=list)  # what was inferred about a foreign file
-    # what changed image by image (edgekit.measure.flips); None without a source model
-    per_class: list[dict[str, Any]] = field(default_factory=list)
-    per_class_correction: str = ""
-    confusion_change: list[list[int]] | None = None
-    flips: dict[str, Any] | None = None
-    collapse: dict[str, Any] | None = None  # needs no labels: set for every artifact
-    # the flipped images with each side's top-3 (edgekit.measure.gallery), for the report
-    gallery: list[dict[str, Any]] = field(default_factory=list)
+    artifact: str | None = None
+    bundle: str | None = None
+    atol: float | None = None
+    why: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        payload = asdict(self)
-        payload["drop_ci"] = None if self.drop_ci is None else list(self.drop_ci)
-        return payload
-
-    @classmethod
-    def from_dict(cls, payload: dict[str, Any]) -> AccuracyRecord:
-        known = {name for name in cls.__dataclass_fields__}
-        values = {k: v for k, v in payload.items() if k in known}
-        values["drop_ci"] = None if values.get("drop_ci") is None else tuple(values["drop_ci"])
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class ClassChange:
-    """One true class: its top-1 on the source model and the artifact, the drop in points with
-    its paired bootstrap interval, McNemar's exact p and that p adjusted across classes."""
-
-    name: str
-    images: int
-    baseline_top1: float
-    top1: float
-    drop_points: float
-    drop_ci: tuple[float, float]
-    p_value: float
-    p_adjusted: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "drop_ci": list(self.drop_ci)}
+        """Only what is known: a bundle's folder and tolerance, or why there is none."""
+        return {key: value for key, value in asdict(self).items() if value is not None}
 
 
 @dataclass
@@ -167,6 +108,31 @@ class Step:
     ratio_to_first: float | None = None  # latency over step 0's, interleaved
     ratio_ci: list[float] | None = None
     added: list[str] = field(default_factory=list)  # the float island this step added
+
+
+@dataclass
+class AwareEvaluation:
+    """The accuracy-aware loop's chosen step on the evaluation half: the figures a user is told."""
+
+    drop_points: float | None = None
+    drop_ci: tuple[float, float] | None = None
+    samples: int | None = None
+    top1: float | None = None
+    agreement: float | None = None
+    split: str = "evaluation"
+
+
+@dataclass
+class AwareLoop:
+    """The accuracy-aware loop as an artifact's manifest and its results row keep it."""
+
+    max_drop_points: float
+    within_budget: bool
+    chosen_step: int
+    steps: list[Step]
+    evaluation: AwareEvaluation | None = None
+    rule: str = ""
+    selection_split: str = ""
 
 
 # How a layer's part of the whole-model p50 is obtained. A runtime's profiler adds its own cost
