@@ -250,6 +250,24 @@ def test_no_module_is_over_400_lines():
     assert not long, long
 
 
+MAX_POSITIONAL = 6
+
+
+def test_no_function_outside_the_cli_takes_more_than_6_positional_parameters():
+    """Past six, a call reads as a row of values with no names: such a function takes the rest
+    by keyword, or a record (the CLI's commands take what typer hands them)."""
+    crowded = [
+        f"{name}:{node.lineno} {node.name}"
+        for name, tree in TREES.items()
+        if not name.startswith("edgekit.cli.")
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and len([a for a in node.args.posonlyargs + node.args.args if a.arg not in ("self", "cls")])
+        > MAX_POSITIONAL
+    ]
+    assert not crowded, crowded
+
+
 def _layout_entries() -> list[str]:
     """The stages the development page's Layout lists under ``edgekit/``, in its order."""
     text = (ROOT / "docs" / "development.md").read_text()

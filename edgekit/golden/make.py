@@ -85,7 +85,9 @@ def make_bundle(
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
-        images = _write_stages(staging, candidates, rgbs, chosen, samples, given, pre)
+        images = _write_stages(
+            staging, candidates, rgbs=rgbs, chosen=chosen, samples=samples, given=given, pre=pre
+        )
         _write_expected(staging, expected, returned, images, pre)
         _copy_artifact(staging, artifact)
         spec = {
@@ -130,6 +132,7 @@ def make_bundle(
 def _write_stages(
     root: Path,
     candidates: list[Any],
+    *,
     rgbs: list[np.ndarray],
     chosen: list[int],
     samples: np.ndarray,

@@ -15,6 +15,7 @@ class ConvBNAct(nn.Sequential):
         self,
         cin: int,
         cout: int,
+        *,
         kernel: int = 3,
         stride: int = 1,
         groups: int = 1,
@@ -69,6 +70,7 @@ class MobileNetV2(nn.Module):
     def __init__(
         self,
         num_classes: int = 1000,
+        *,
         width: float = 1.0,
         in_channels: int = 3,
         stem_channels: int = 32,
