@@ -515,3 +515,54 @@ def test_a_plan_past_the_most_sessions_runs_whole_and_then_stops():
                      max_sessions=2)  # fmt: skip
     result = interleave(timers, capped, NO_GUARD, clock=machine.clock)
     assert result.stopped == STOPPED_SESSIONS and len(set(result.sessions_used)) == 4
+
+
+class Tracked(SimulatedSide):
+    """A simulated side that keeps every copy it opened, and whether each was released; one
+    that can start only ``at_once`` copies at a time gives that many (as a timer that cannot
+    start several processes together gives one)."""
+
+    def __init__(self, label: str, true_ms: float, session_sd: float, machine: SimulatedMachine,
+                 *, at_once: int | None = None, opened: list | None = None) -> None:  # fmt: skip
+        super().__init__(label, true_ms, session_sd, 0.01, machine)
+        self.at_once, self.closed = at_once, False
+        self.opened: list[list[Tracked]] = [] if opened is None else opened
+
+    def reopen(self) -> BlockTimer:
+        self.machine.now += self.machine.reopen_s
+        return Tracked(self.label, self.true_ms, self.session_sd, self.machine,
+                       at_once=self.at_once, opened=self.opened)  # fmt: skip
+
+    def reopen_many(self, count: int) -> list[BlockTimer]:
+        copies = [self.reopen() for _ in range(min(count, self.at_once or count))]
+        self.opened.append(copies)
+        return copies
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_wild_sides_reopened_alone_in_unequal_copies_each_run_every_copy_and_release_it(
+    monkeypatch,
+):
+    """Two sides reopened alone: one can start three copies at once, the other only one. Each
+    copy runs its session in turn; a side's copy is released when its next one takes over."""
+    import edgekit.measure.interleave as interleave_module
+
+    monkeypatch.setattr(interleave_module, "ALONE_COPIES", 3)
+    machine = SimulatedMachine(np.random.default_rng(11), 4)
+    timers: list[BlockTimer] = [
+        Tracked("calm a", 1.0, 0.02, machine),
+        Tracked("calm b", 1.2, 0.02, machine),
+        Tracked("one at a time", 0.9, 0.3, machine, at_once=1),
+        Tracked("three at once", 3.0, 0.3, machine),
+    ]
+    result = interleave(timers, replace(PRECISE, budget_s=300.0), NO_GUARD, clock=machine.clock)
+    single, triple = timers[2], timers[3]
+    assert isinstance(single, Tracked) and isinstance(triple, Tracked)
+    assert single.opened and triple.opened  # both were reopened alone
+    assert all(len(copies) == 1 for copies in single.opened)
+    assert all(len(copies) == 3 for copies in triple.opened)
+    assert result.reopened_alone == {2: len(single.opened), 3: 3 * len(triple.opened)}
+    # every copy but a batch's last was released when the next took over
+    assert all(copy.closed for copies in triple.opened for copy in copies[:-1])
