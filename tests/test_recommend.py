@@ -546,3 +546,29 @@ def test_the_recommended_pools_groups_and_measuring_are_said_in_words():
     assert lines[1].startswith("onnx/int8 @ cpu x1 is 2.00x [1.9")
     assert lines[2] == ("measured in 4 session(s) of every side, 12 interleaved rounds, 31 s; "
                         "stopped on every interval within 5 % of its ratio")  # fmt: skip
+
+
+def test_a_budget_that_left_pairs_undecided_names_the_first_three_and_counts_the_rest():
+    """Five artifacts of one latency measured too loosely: all ten pairs' intervals include 1
+    and reach past the precision. The measuring line names three and says how many more."""
+    from measured_rows import fitted
+
+    from edgekit.report.recommend import measuring_line
+
+    recipes = ["fp32", "fp16", "int8", "int8-dynamic"]
+    rows = [fitted(measured_row("onnx", recipe, [1.0] * 3, 0.0, 0.1), 1.0, variance=0.01)
+            for recipe in recipes]  # fmt: skip
+    rows.append(fitted(measured_row("tflite", "fp32", [1.0] * 3, 0.0, 0.1), 1.0, variance=0.01))
+    pool = {"sessions": 3, "rounds": 11, "stopped": "budget", "precision": 0.05, "seconds": 90.0}
+    line = measuring_line(pool, interleaved(*rows))
+    named = "onnx/fp32 @ cpu x1 vs onnx/fp16 @ cpu x1, onnx/fp32 @ cpu x1 vs onnx/int8 @ cpu x1, "
+    named += "onnx/fp32 @ cpu x1 vs onnx/int8-dynamic @ cpu x1"
+    assert line.endswith(
+        f"; undecided (interval includes 1, wider than the precision): {named} and 7 more"
+    )
+    # three undecided pairs are all named, with no count
+    three = measuring_line(pool, interleaved(*rows[:3]))
+    assert three.endswith(
+        "onnx/fp32 @ cpu x1 vs onnx/fp16 @ cpu x1, onnx/fp32 @ cpu x1 vs onnx/int8 @ cpu x1, "
+        "onnx/fp16 @ cpu x1 vs onnx/int8 @ cpu x1"
+    )
