@@ -566,7 +566,14 @@ def test_a_budget_that_left_pairs_undecided_names_the_first_three_and_counts_the
     assert line.endswith(
         f"; undecided (interval includes 1, wider than the precision): {named} and 7 more"
     )
-    # three undecided pairs are all named, with no count
+    # two groups far apart, three and two artifacts: four undecided pairs, one more than named
+    far = [fitted(measured_row("tflite", recipe, [3.0] * 3, 0.0, 0.1), 3.0, variance=0.01)
+           for recipe in ("fp16", "int8")]  # fmt: skip
+    four = measuring_line(pool, interleaved(*rows[:3], *far))
+    assert four.endswith(" and 1 more")
+    # one undecided pair, or three, are all named, with no count
+    one = measuring_line(pool, interleaved(*rows[:2]))
+    assert one.endswith(": onnx/fp32 @ cpu x1 vs onnx/fp16 @ cpu x1")
     three = measuring_line(pool, interleaved(*rows[:3]))
     assert three.endswith(
         "onnx/fp32 @ cpu x1 vs onnx/fp16 @ cpu x1, onnx/fp32 @ cpu x1 vs onnx/int8 @ cpu x1, "
