@@ -15,7 +15,6 @@ class ConvBNAct(nn.Sequential):
         self,
         cin: int,
         cout: int,
-        *,
         kernel: int = 3,
         stride: int = 1,
         groups: int = 1,
@@ -70,7 +69,6 @@ class MobileNetV2(nn.Module):
     def __init__(
         self,
         num_classes: int = 1000,
-        *,
         width: float = 1.0,
         in_channels: int = 3,
         stem_channels: int = 32,
