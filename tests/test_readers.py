@@ -296,3 +296,31 @@ def test_every_field_of_a_record_is_checked_by_its_dataclass(tmp_path, path):
             load_results(run)
         checked += 1
     assert checked >= len(record_spec(kind)) // 2
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "named"),
+    [
+        ("run.flips_across.digits-mobilenet.pairs.0.both", "two", "pairs[0].both"),
+        ("accuracy_aware.evaluation.drop_points", "small", "accuracy_aware.evaluation.drop_points"),
+    ],
+)
+def test_a_fault_deep_inside_a_record_is_named_where_it_is(tmp_path, path, value, named):
+    """A record inside a record (a pair of the shared flips, the loop's evaluation) is checked
+    field by field: the one line names the field, not the whole record's type."""
+    from dataclasses import asdict
+
+    from edgekit.records import AwareEvaluation, AwareLoop
+    from edgekit.results import load_results
+
+    payload = json.loads(RECORDED.read_text())
+    row = next(r for r in payload["rows"] if r["accuracy"])
+    row["accuracy_aware"] = asdict(AwareLoop(1.0, True, 0, [], evaluation=AwareEvaluation(0.1)))
+    *parents, last = [int(p) if p.isdigit() else p for p in path.split(".")]
+    node = payload if parents[0] == "run" else row
+    for part in parents:
+        node = node[part]
+    node[last] = value
+    (tmp_path / "results.json").write_text(json.dumps(payload))
+    with pytest.raises(UserInputError, match=rf"{re.escape(named)}: must be"):
+        load_results(tmp_path)

@@ -77,7 +77,9 @@ def check_fields(
     payload: object, spec: dict[str, Any], where: str, required: tuple[str, ...] = ()
 ) -> None:
     """Every key of ``spec`` present in ``payload`` has its type; ``required`` keys exist.
-    A nested dict spec checks a nested object."""
+    A nested dict spec checks a nested object; a field typed as a record (or a list of them)
+    is checked field by field against the record, so a fault deep inside is named where it is
+    (``steps[2].top1``), not as the whole record's type."""
     if not isinstance(payload, dict):
         raise UserInputError(f"{where}: must be an object, got {type(payload).__name__}")
     for key in required:
@@ -86,9 +88,32 @@ def check_fields(
     for key, kind in spec.items():
         if key not in payload:
             continue
-        value = payload[key]
+        value, place = payload[key], f"{where}.{key}"
+        record, many = _record_in(kind)
         if isinstance(kind, dict):
             if value is not None:
-                check_fields(value, kind, f"{where}.{key}")
+                check_fields(value, kind, place)
+        elif record is not None and value is not None and isinstance(value, list if many else dict):
+            for at, item in enumerate(value) if many else [(None, value)]:
+                inner = place if at is None else f"{place}[{at}]"
+                check_fields(item, record_spec(record), inner, required_fields(record))
         elif not matches(value, kind):
-            raise UserInputError(f"{where}.{key}: must be {type_name(kind)}, got {value!r:.60}")
+            raise UserInputError(f"{place}: must be {type_name(kind)}, got {value!r:.60}")
+
+
+def _record_in(kind: Any) -> tuple[type | None, bool]:
+    """The record a field holds, and whether a list of them: ``Step | None`` gives (Step,
+    False), ``list[Step]`` (Step, True); (None, False) for any other type."""
+    options = (
+        typing.get_args(kind)
+        if typing.get_origin(kind) in (typing.Union, types.UnionType)
+        else (kind,)
+    )
+    for option in options:
+        if dataclasses.is_dataclass(option):
+            return option, False
+        if typing.get_origin(option) is list and dataclasses.is_dataclass(
+            typing.get_args(option)[0]
+        ):
+            return typing.get_args(option)[0], True
+    return None, False
