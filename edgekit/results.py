@@ -13,7 +13,10 @@ from typing import Any
 from edgekit.common.metrics import VersusHost
 from edgekit.common.schema import (
     check_fields,
+    json_of,
     matches,
+    record_from,
+    record_in,
     record_spec,
     required_fields,
     type_name,
@@ -70,6 +73,9 @@ def artifact_label(target: str, recipe: str, io_dtype: str | None) -> str:
 
 @dataclass
 class Row:
+    """One result row. Its measured parts are records (``AccuracyRecord``, ``Coverage``,
+    ``MemoryRecord``, ``LevelFit``, ``AwareLoop``), built from their JSON once, on reading."""
+
     kind: str  # baseline | artifact
     target: str  # "baseline" for the baseline row
     recipe: str
@@ -91,7 +97,7 @@ class Row:
     load_ms: float | None = None
     first_ms: float | None = None
     peak_rss_mb: float | None = None
-    memory: dict[str, Any] | None = None  # in parts (edgekit.measure.memory.MemoryRecord)
+    memory: MemoryRecord | None = None  # in parts
     foreign_cpu: float | None = None
     steal: float | None = None
     disturbed: bool = False
@@ -104,15 +110,15 @@ class Row:
     fingerprint: dict[str, Any] = field(default_factory=dict)
     interleaved_with: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    accuracy: dict[str, Any] | None = None
+    accuracy: AccuracyRecord | None = None
     validation: dict[str, Any] | None = None
-    coverage: dict[str, Any] | None = None
+    coverage: Coverage | None = None
     export_warnings: list[str] = field(default_factory=list)
-    accuracy_aware: dict[str, Any] | None = None
+    accuracy_aware: AwareLoop | None = None
     speedup: float | None = None
     speedup_ci: tuple[float, float] | None = None  # a list in JSON
     noise_band: float | None = None  # before schema 3: how far two sessions of one file differed
-    latency_fit: dict[str, Any] | None = None  # its level in its pool's fit (stats.LevelFit)
+    latency_fit: LevelFit | None = None  # its level in its pool's fit
     pool: dict[str, Any] | None = None  # how its pool's measuring went (sessions, why it stopped)
     gflops: float | None = None
     peak_fraction: float | None = None
@@ -155,11 +161,11 @@ class Row:
 
     @property
     def drop(self) -> float | None:
-        return None if not self.accuracy else self.accuracy.get("drop_points")
+        return None if self.accuracy is None else self.accuracy.drop_points
 
     @property
     def drop_high(self) -> float | None:
-        ci = (self.accuracy or {}).get("drop_ci")
+        ci = None if self.accuracy is None else self.accuracy.drop_ci
         return None if not ci else ci[1]
 
     @property
@@ -172,12 +178,32 @@ class Row:
         return self.status == "ok"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The row as results.json keeps it: each record as its own ``to_dict`` writes it
+        (``Coverage`` adds its fractions)."""
+        payload = asdict(self)
+        for name in RECORD_FIELDS:
+            record = getattr(self, name)
+            payload[name] = None if record is None else json_of(record)
+        return payload
 
     @classmethod
     def from_dict(cls, payload: dict[str, Any]) -> Row:
+        """A row from its JSON (checked first: ``check_row``), its records built from their
+        objects; a key this edgekit does not know is dropped."""
         known = {f.name for f in fields(cls)}
-        return cls(**{key: value for key, value in payload.items() if key in known})
+        values = {key: value for key, value in payload.items() if key in known}
+        for name, record in RECORD_FIELDS.items():
+            if isinstance(values.get(name), dict):
+                values[name] = record_from(record, values[name])
+        return cls(**values)
+
+
+# the row's fields that hold a record, built from JSON by Row.from_dict and written by to_dict
+RECORD_FIELDS: dict[str, type] = {
+    name: record
+    for name, kind in typing.get_type_hints(Row).items()
+    if (record := record_in(kind)[0]) is not None
+}
 
 
 @dataclass
@@ -227,7 +253,10 @@ FLIPPED_IMAGE = record_spec(FlippedImage)
 PROFILE = record_spec(ArtifactProfile)  # its layers: LayerTime objects
 SHARED_FLIPS = record_spec(SharedFlips)  # each pair checked against FlipPair (check_fields)
 MEMORY = record_spec(MemoryRecord)
-ROW_TYPES = typing.get_type_hints(Row)
+# a record field is checked field by field below, with the keys the oldest readable files have
+ROW_TYPES = {
+    name: kind for name, kind in typing.get_type_hints(Row).items() if name not in RECORD_FIELDS
+}
 LATENCY_FIT = record_spec(LevelFit)
 
 

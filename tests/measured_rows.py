@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from edgekit.common.stats import LevelFit
 from edgekit.results import Row
 
 # a real `edgekit run`'s results.json on this machine (tests/data/record_results.py records it)
@@ -14,7 +15,8 @@ HOST = {"latency_comparable": True, "where": "host"}
 
 
 def measured_row(target, recipe, rounds, drop, high, device="cpu", size=1000, **extra) -> Row:
-    """A measured row; ``rounds`` are its per-round latencies (the p50 is their median)."""
+    """A measured row, as results.json holds it; ``rounds`` are its per-round latencies (the
+    p50 is their median)."""
     fields = {
         "kind": "artifact",
         "target": target,
@@ -28,7 +30,7 @@ def measured_row(target, recipe, rounds, drop, high, device="cpu", size=1000, **
         "size_bytes": size,
         "accuracy": {"drop_points": drop, "drop_ci": [drop - 0.3, high]},
     }
-    return Row(**{**fields, **extra})
+    return Row.from_dict({**fields, **extra})
 
 
 def interleaved(*rows: Row) -> list[Row]:
@@ -49,7 +51,6 @@ def fitted(row: Row, ms: float, variance: float = 1e-4, df: float = 24.0) -> Row
     log level (a pair's is the sum of both), as a pool of several sessions gives them."""
     import math
 
-    row.latency_fit = {"log_level": math.log(ms), "variance": variance, "df": df, "sessions": 4,
-                       "own_variance": False}  # fmt: skip
+    row.latency_fit = LevelFit(math.log(ms), variance, df, sessions=4)
     row.latency["p50_ms"] = ms
     return row

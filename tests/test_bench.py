@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from edgekit.common.stats import LevelFit, level_ratio
+from edgekit.common.stats import level_ratio
 from edgekit.devices import get_device
 from edgekit.measure.bench import bench_artifact, bench_artifacts
 from edgekit.measure.gates import latency_regression
@@ -66,9 +66,8 @@ def test_artifacts_and_the_baseline_are_interleaved_with_a_speedup_interval(expo
         assert record.noise_band is None  # the sessions replace it
         assert len(record.rounds_ms) == len(baseline.rounds_ms)
         assert sorted(set(record.round_sessions)) == [0, 1, 2]
-        assert record.latency_fit["sessions"] == 3 and record.latency_fit["df"] == 4  # 2 x 2
-        over = level_ratio(LevelFit.from_dict(baseline.latency_fit),
-                           LevelFit.from_dict(record.latency_fit))  # fmt: skip
+        assert record.latency_fit.sessions == 3 and record.latency_fit.df == 4  # 2 x 2
+        over = level_ratio(baseline.latency_fit, record.latency_fit)
         assert (record.speedup, record.speedup_ci) == (over[0], list(over[1]))
 
 

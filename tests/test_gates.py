@@ -191,11 +191,11 @@ def test_the_gate_table_lines_up_its_columns_and_lists_the_details_below():
 
 def test_a_runs_accuracy_gates_cover_its_artifact_rows_with_accuracy_labelled_as_the_rows():
     with_accuracy = measured_row("tflite", "int8", [0.3] * 3, 0.4, 0.9)
-    with_accuracy.accuracy = _record(label="whatever the file said").to_dict()
+    with_accuracy.accuracy = _record(label="whatever the file said")
     without = measured_row("onnx", "int8", [0.3] * 3, 0.4, 0.9)
     without.accuracy = None
     baseline = measured_row("baseline", "fp32", [0.6] * 3, 0.0, 0.0, kind="baseline")
-    baseline.accuracy = _record().to_dict()
+    baseline.accuracy = _record()
     results = Results(run={}, rows=[baseline, without, with_accuracy])
     (record,) = accuracy_records(results)
     assert record.label == with_accuracy.label and record.drop_ci == (-0.1, 0.9)

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from measured_rows import RECORDED
 
-from edgekit.errors import UserInputError
+from edgekit.errors import MovedPathWarning, UserInputError
+from edgekit.results import check_row
 
 SETTINGS = settings(max_examples=60, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
@@ -324,3 +325,40 @@ def test_a_fault_deep_inside_a_record_is_named_where_it_is(tmp_path, path, value
     (tmp_path / "results.json").write_text(json.dumps(payload))
     with pytest.raises(UserInputError, match=rf"{re.escape(named)}: must be"):
         load_results(tmp_path)
+
+
+def test_a_row_read_from_an_older_file_is_written_back_as_it_was():
+    """Its records lack fields a later edgekit added: they read as None, and are left out again
+    on writing, so a resumed or re-reported old run reads again."""
+    step = {"step": 0, "keep_float": [], "drop_points": 0.1, "drop_ci": [0.0, 0.3]}
+    entry = {
+        **{"kind": "artifact", "target": "onnx", "recipe": "int8", "status": "ok"},
+        "accuracy": {"drop_points": 0.1, "drop_ci": [0.0, 0.3]},
+        "memory": {"status": "ok"},
+        "coverage": {"total_ops": 4, "fast_ops": 3},
+        "accuracy_aware": {"max_drop_points": 1.0, "within_budget": True, "chosen_step": 0,
+                           "steps": [step]},
+    }  # fmt: skip
+    row = check_row(entry, "old/results.json: rows[0]")
+    assert row.accuracy.drop_ci == (0.0, 0.3) and row.accuracy.top1 is None
+    assert row.coverage.fast_fraction == 0.75 and row.accuracy_aware.steps[0].sqnr_db is None
+    written = json.loads(json.dumps(row.to_dict()))
+    assert check_row(written, "new/results.json: rows[0]") == row
+    assert "top1" not in written["accuracy"] and "label" not in written["memory"]
+    assert written["accuracy_aware"]["steps"][0].keys() >= step.keys()
+    assert "sqnr_db" not in written["accuracy_aware"]["steps"][0]
+
+
+def test_code_that_read_a_rows_record_by_key_still_works_for_one_release():
+    row = check_row(
+        {"kind": "artifact", "target": "onnx", "recipe": "int8", "status": "ok",
+         "accuracy": {"drop_points": 0.1, "drop_ci": [0.0, 0.3]}},
+        "results.json: rows[0]",
+    )  # fmt: skip
+    with pytest.warns(MovedPathWarning, match=r"read \.drop_ci, not \['drop_ci'\]"):
+        assert row.accuracy["drop_ci"] == (0.0, 0.3)
+    with pytest.warns(MovedPathWarning):
+        assert row.accuracy.get("drop_points") == 0.1
+    assert row.accuracy.get("no such field", "default") == "default"
+    with pytest.raises(KeyError):
+        row.accuracy["no such field"]

@@ -10,17 +10,25 @@ import pytest
 from measured_rows import interleaved, measured_row, read_back
 
 from edgekit.common.budget import DropBudget
+from edgekit.common.ranking import stopping_line
+from edgekit.common.schema import record_from
 from edgekit.common.stats import ratio_interval
+from edgekit.records import MemoryRecord
 from edgekit.report.recommend import (
     Recommendation,
+    decision_lines,
     faster,
     latency_ratio,
     measured,
+    measuring_line,
     pareto_front,
     recommend,
     recommend_each,
     same_pool,
+    speed_groups,
     tied,
+    timed,
+    told_apart,
 )
 from edgekit.results import Row
 
@@ -181,9 +189,9 @@ def test_only_measured_comparable_rows_with_a_drop_and_its_interval_compete():
     no_latency = measured_row("onnx", "fp32", FAST, 0.0, 0.0)
     no_latency.latency = {}
     no_drop = measured_row("executorch", "int8", FAST, 0.1, 0.5)
-    no_drop.accuracy = {"drop_points": None, "drop_ci": [0.0, 0.4]}
+    no_drop.accuracy = dataclasses.replace(no_drop.accuracy, drop_points=None)
     no_interval = measured_row("executorch", "fp32", FAST, 0.1, 0.5)
-    no_interval.accuracy = {"drop_points": 0.1, "drop_ci": None}
+    no_interval.accuracy = dataclasses.replace(no_interval.accuracy, drop_ci=None)
     rows = [good, baseline, failed, software, no_latency, no_drop, no_interval]
     assert measured(rows) == [good]
 
@@ -231,9 +239,7 @@ def test_a_server_row_never_dominates_an_on_device_row():
     ],
 )
 def test_each_row_that_cannot_win_says_why_in_one_phrase(change, why):
-    row = measured_row("onnx", "int8", FAST, 0.1, 0.5)
-    for name, value in change.items():
-        setattr(row, name, value)
+    row = measured_row("onnx", "int8", FAST, 0.1, 0.5, **change)
     advice = recommend([row], max_drop=1.0)
     assert advice.best is None and advice.reasons == [(row.label, why)]
 
@@ -487,12 +493,14 @@ def test_a_row_without_a_size_ties_with_an_empty_file_and_the_smaller_p50_wins()
         ({"status": "ok", "process_peak_mb": 12.0, "model_mb": None},  # a phone: no share
          ", memory: process peak 12 MB"),
         ({"status": "unavailable", "process_peak_mb": None}, ""),
+        ({"status": "failed", "process_peak_mb": 125.4}, ""),  # a peak of a run that failed
+        ({"status": read_back("ok"), "process_peak_mb": 12.0}, ", memory: process peak 12 MB"),
         (None, ""),
     ],
 )  # fmt: skip
 def test_the_recommendation_names_the_memory_of_what_it_recommends(memory, said):
     best = measured_row("tflite", "int8", FAST, 0.0, 0.0)
-    best.memory = memory
+    best.memory = None if memory is None else record_from(MemoryRecord, memory)  # as read
     advice = recommend(interleaved(best), max_drop=1.0)
     assert advice.best is best
     assert advice.summary.endswith(f"<= 1){said}")
@@ -579,3 +587,67 @@ def test_a_budget_that_left_pairs_undecided_names_the_first_three_and_counts_the
         "onnx/fp32 @ cpu x1 vs onnx/fp16 @ cpu x1, onnx/fp32 @ cpu x1 vs onnx/int8 @ cpu x1, "
         "onnx/fp16 @ cpu x1 vs onnx/int8 @ cpu x1"
     )
+
+
+def test_only_the_chosen_pools_rows_are_ranked_whatever_else_the_run_measured():
+    """A run on three devices at 1, 2 and 4 threads: the 2-thread cpu pool is fastest, and its
+    speed groups hold its own rows, none of another device's or thread count's. Devices are
+    read back from results.json, as a report reads them."""
+    from measured_rows import fitted
+
+    def pool(device, threads, ms, disturbed=False):
+        rows = [
+            fitted(measured_row(target, "int8", [ms * k] * 3, 0.0, 0.1, device=read_back(device),
+                                threads=threads, disturbed=disturbed), ms * k)
+            for target, k in (("onnx", 1.0), ("tflite", 1.5))
+        ]  # fmt: skip
+        return interleaved(*rows)
+
+    chosen = pool("cpu", 2, 0.3)
+    rows = [*pool("cpu", 1, 0.5, True), *chosen, *pool("cpu", 4, 0.4, True)]
+    rows += [*pool("arm64", 2, 0.1), *pool("gpu", 2, 0.2)]  # devices before and after "cpu"
+    advice = recommend(rows)
+    assert advice.best is chosen[0]
+    assert advice.groups == [["onnx/int8 @ cpu x2"], ["tflite/int8 @ cpu x2"]]
+    assert advice.disturbed == []  # the other thread counts' disturbed rows are not the pool's
+
+
+def test_a_faster_row_outside_the_budget_ranks_first_and_the_runner_up_comes_after_the_winner():
+    from measured_rows import fitted
+
+    over = fitted(measured_row("onnx", "fp16", [0.2] * 3, 3.0, 4.0), 0.2)  # over the budget
+    best = fitted(measured_row("onnx", "int8", [0.4] * 3, 0.0, 0.1), 0.4)
+    runner_up = fitted(measured_row("tflite", "int8", [0.8] * 3, 0.0, 0.1), 0.8)
+    advice = recommend(interleaved(over, best, runner_up))
+    assert advice.best is best and len(advice.groups) == 3
+    assert advice.versus.startswith(f"{best.label} is 2.00x [")
+    assert advice.versus.endswith(f"faster than {runner_up.label}")
+
+
+def test_only_measured_comparable_artifacts_are_ranked():
+    from measured_rows import fitted
+
+    best = fitted(measured_row("onnx", "int8", [0.4] * 3, 0.0, 0.1), 0.4)
+    baseline = fitted(measured_row("baseline", "fp32", [0.1] * 3, 0.0, 0.0, kind="baseline"), 0.1)
+    failed = fitted(measured_row("tflite", "fp32", [0.2] * 3, 0.0, 0.0, status="failed"), 0.2)
+    uncomparable = fitted(measured_row("tflite", "int8", [0.3] * 3, 0.0, 0.1, traits={}), 0.3)
+    unmeasured = measured_row("executorch", "fp32", [0.1] * 3, 0.0, 0.0, latency={})
+    rows = interleaved(best, baseline, failed, uncomparable, unmeasured)
+    assert timed(rows) == [best]
+    assert recommend(rows).groups == [[best.label]]
+
+
+def test_rows_recorded_before_the_fit_are_grouped_and_told_apart_by_their_rounds():
+    fast, slow = _pair()  # interleaved rounds, no level in a fit
+    assert speed_groups([slow, fast]) == [[fast], [slow]]
+    assert told_apart(fast, slow, [fast, slow]) and told_apart(slow, fast, [fast, slow])
+    pool = {"sessions": 1, "rounds": 5, "stopped": "budget"}
+    assert measuring_line(pool, [fast, slow]) == stopping_line(pool)  # no pairs from a fit
+    assert decision_lines(recommend([fast, slow])) == []  # no speed-group sentence either
+
+
+def test_a_pool_of_one_has_no_speed_group_sentence():
+    from measured_rows import fitted
+
+    alone = fitted(measured_row("onnx", "int8", FAST, 0.0, 0.1), 1.0)
+    assert decision_lines(recommend([alone])) == []

@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ def test_results_schema_of_a_recorded_run():
     rows = [Row.from_dict(row) for row in payload["rows"]]
     for row in rows:
         if row.ok and row.kind == "artifact" and row.latency_comparable:
-            assert row.p50 > 0 and row.accuracy["samples"] == 899
+            assert row.p50 > 0 and row.accuracy.samples == 899
             low, high = row.speedup_ci
             assert low <= row.speedup <= high and row.fingerprint["id"]
         if not row.ok:
@@ -92,10 +93,10 @@ def test_report_says_what_quantization_changed_with_its_plots(run_dir, capsys):
     markdown = (run_dir / "report.md").read_text()
     section = markdown.split("## What quantization changed")[1].split("\n## ")[0]
     flipped = [row for row in load_results(run_dir).rows
-               if row.accuracy and row.accuracy["flips"]["changed"]]  # fmt: skip
+               if row.accuracy and row.accuracy.flips["changed"]]  # fmt: skip
     assert flipped, "the recorded run has an int8 row that flipped an image"
     for row in flipped:
-        flips = row.accuracy["flips"]
+        flips = row.accuracy.flips
         where = row.label.rsplit(" x", 1)[0]
         assert f"- {where}: {flips['changed']} of {flips['samples']} top-1 predictions" in section
     assert "Benjamini-Hochberg" in section
@@ -156,12 +157,12 @@ def test_the_page_shows_flipped_images_layer_bars_and_links_each_ruled_out_row(r
     results = load_results(run_dir)
     assert "<pre>" not in page  # every section is a list or a real table
     # the gallery: each flipped image recorded, as a PNG, with both sides' top-3
-    flipped = [row for row in results.rows if row.accuracy and row.accuracy.get("gallery")]
+    flipped = [row for row in results.rows if row.accuracy and row.accuracy.gallery]
     assert flipped, "the recorded run has artifacts that flipped images"
     for row in flipped:
         where = row.label.rsplit(" x", 1)[0]
         tiles = page.split(f'data-artifact="{where}">')[1].split("</div></figure></div>")[0]
-        for image in row.accuracy["gallery"]:
+        for image in row.accuracy.gallery:
             assert f'alt="image {image["index"]}"' in tiles
             assert base64.b64decode(image["png"])[:8] == b"\x89PNG\r\n\x1a\n"
             name, probability = image["artifact_top3"][0]
@@ -236,8 +237,8 @@ def _slower_run(run_dir, database, factor=1.5, cpu_model=None):
     for row in slower.rows:
         if row.latency:
             row.latency["p50_ms"] *= factor
-        if row.memory and row.memory["status"] == "ok":
-            row.memory = dict(row.memory, model_mb=2 * row.memory["model_mb"])
+        if row.memory and row.memory.status == "ok":
+            row.memory = replace(row.memory, model_mb=2 * row.memory.model_mb)
         row.disturbed = False
         if cpu_model:
             row.fingerprint = dict(row.fingerprint, cpu_model=cpu_model)

@@ -57,8 +57,13 @@ def test_server_rows_never_compete_with_on_device_rows():
     assert traits["where"] == "server" and "not an on-device figure" in traits["note"]
     latency = {"p50_ms": 0.01, "p90_ms": 0.01, "count": 9}
     accuracy = {"drop_points": 0.0, "drop_ci": [0.0, 0.0], "top1": 0.99}
-    server = Row(kind="artifact", target="onnx", recipe="fp32", device="server-cuda", threads=1,
-                 status="ok", latency=latency, accuracy=accuracy, traits=traits)  # fmt: skip
+    server = Row.from_dict(
+        {
+            **{"kind": "artifact", "target": "onnx", "recipe": "fp32", "device": "server-cuda"},
+            **{"threads": 1, "status": "ok", "latency": latency, "accuracy": accuracy},
+            "traits": traits,
+        }
+    )
     advice = recommend([server])
     assert advice.best is None
     assert advice.reasons == [(server.label, "a server row: compared with the baseline, never "

@@ -30,6 +30,7 @@ from edgekit.common.stats import (
     simultaneous_quantile,
     widen,
 )
+from edgekit.results import Row
 
 
 def test_latency_summary_of_known_samples():
@@ -436,3 +437,12 @@ def test_a_recorded_ratio_reads_both_sides_fits_or_else_their_rounds():
     assert ratio == pytest.approx(2.0) and interval == pytest.approx((2.0, 2.0))
     ratio, _ = recorded_ratio({"rounds_ms": [2.0] * 4}, reference)
     assert ratio == pytest.approx(2.0)
+
+
+def test_a_recorded_ratio_reads_a_fit_as_a_record_or_as_its_json():
+    # a results row holds its LevelFit; a profile's dict has its JSON
+    fit = LevelFit(0.3, 0.0004, 6.0, 7)
+    as_record = Row("artifact", "tflite", "int8", "ok", latency_fit=fit, rounds_ms=[9.0] * 4)
+    as_json = {"latency_fit": LevelFit(0.1, 0.0005, 6.0, 7).to_dict(), "rounds_ms": [1.0] * 4}
+    assert recorded_ratio(as_record, as_json)[0] == pytest.approx(np.exp(0.2))
+    assert recorded_ratio(as_json, as_record)[0] == pytest.approx(np.exp(-0.2))

@@ -12,6 +12,7 @@ from edgekit.results import precision_label
 
 if TYPE_CHECKING:
     from edgekit.export.accuracy_aware import AccuracyAwareResult
+    from edgekit.records import MemoryRecord
     from edgekit.worker.latency import LatencyRecord
 
 
@@ -200,7 +201,6 @@ def speed_groups(records: list[Any]) -> None:
     """Per pool (device and thread count): the artifacts' speed groups, each group against the
     next, how the measuring stopped and the pairs it left undecided."""
     from edgekit.common.ranking import group_lines, stopping_line, undecided
-    from edgekit.common.stats import LevelFit
 
     pools: dict[tuple[str, int], list[Any]] = {}
     for r in records:
@@ -210,9 +210,9 @@ def speed_groups(records: list[Any]) -> None:
         artifacts = [r for r in pool if r.artifact]
         console.print(f"[bold]{device} x{threads}:[/] {stopping_line(pool[0].pool or {})}",
                       soft_wrap=True, highlight=False)  # fmt: skip
-        levels = [LevelFit.from_dict(r.latency_fit) for r in pool]
+        levels = [r.latency_fit for r in pool]
         if len(artifacts) > 1:
-            mine = [LevelFit.from_dict(r.latency_fit) for r in artifacts]
+            mine = [r.latency_fit for r in artifacts]
             for line in group_lines([r.label for r in artifacts], mine):
                 console.print(f"  {line}", soft_wrap=True, highlight=False)
         open_pairs = undecided(levels, (pool[0].pool or {}).get("precision"))
@@ -313,10 +313,8 @@ def tuned_agreement(record: LatencyRecord) -> str:
     )
 
 
-def _model_mb(memory: dict[str, Any] | None) -> str:
-    if not memory or memory.get("model_mb") is None:
-        return "-"
-    return f"{memory['model_mb']:.1f}"
+def _model_mb(memory: MemoryRecord | None) -> str:
+    return "-" if memory is None or memory.model_mb is None else f"{memory.model_mb:.1f}"
 
 
 def _mb(value: float | None) -> str:
@@ -327,7 +325,7 @@ def memory(records: list[Any]) -> None:
     """Each artifact's memory in parts that add up (model = file + planned + residual), what
     stays after release, and the resident set's slope over the invokes; one line per device
     that cannot tell, and where each runtime's planned figure comes from."""
-    told = [r for r in records if r.memory and r.memory["status"] == "ok"]
+    told = [r for r in records if r.memory and r.memory.status == "ok"]
     if told:
         table = Table("artifact", "device", "thr", "process peak", "runtime floor", "model",
                       "= file", "+ planned", "+ residual", "after release",
@@ -335,38 +333,36 @@ def memory(records: list[Any]) -> None:
         for r in told:
             m = r.memory
             slope = "-"
-            if m["leak_kb_per_1k"] is not None:
-                low, high = m["leak_interval"]
-                slope = f"{m['leak_kb_per_1k']:.1f} [{low:.1f}, {high:.1f}]"
-                slope += " [red]leak?[/]" if m["leak"] else ""
-            table.add_row(r.label, r.device, str(r.threads), _mb(m["process_peak_mb"]),
-                          _mb(m["floor_mb"]), _mb(m["model_mb"]), _mb(m["file_mb"]),
-                          _mb(m["planned_mb"]), _mb(m["residual_mb"]), _mb(m["retained_mb"]),
-                          slope)  # fmt: skip
+            if m.leak_kb_per_1k is not None:
+                low, high = m.leak_interval
+                slope = f"{m.leak_kb_per_1k:.1f} [{low:.1f}, {high:.1f}]"
+                slope += " [red]leak?[/]" if m.leak else ""
+            parts = (m.process_peak_mb, m.floor_mb, m.model_mb, m.file_mb, m.planned_mb,
+                     m.residual_mb, m.retained_mb)  # fmt: skip
+            table.add_row(r.label, r.device, str(r.threads), *map(_mb, parts), slope)
         console.print(table)
-        sources = {r.target: r.memory["planned_source"] for r in told}
+        sources = {r.target: r.memory.planned_source for r in told}
         for target, source in sources.items():
             console.print(f"  planned, {target}: {source}", soft_wrap=True, highlight=False)
-        residuals = {r.memory["residual_is"] for r in told if r.memory["residual_is"]}
+        residuals = {r.memory.residual_is for r in told if r.memory.residual_is}
         for residual in sorted(residuals):
             console.print(f"  residual: {residual}", soft_wrap=True, highlight=False)
         for r in told:
             for line in _sampled(r.label, r.memory):
                 console.print(line, soft_wrap=True, highlight=False)
-    untold = {r.device: r.memory["error"] for r in records
-              if r.memory and r.memory["status"] == "unavailable"}  # fmt: skip
+    untold = {r.device: r.memory.error for r in records
+              if r.memory and r.memory.status == "unavailable"}  # fmt: skip
     for why in untold.values():
         console.print(f"memory: {why}", soft_wrap=True, highlight=False)
 
 
-def _sampled(label: str, m: dict[str, Any]) -> list[str]:
+def _sampled(label: str, m: MemoryRecord) -> list[str]:
     """A row read from outside its process (a phone's dumpsys): its PSS and what was read, and
     the runner's own figures apart."""
-    if m.get("pss_mb") is None:
+    if m.pss_mb is None:
         return []
-    lines = [f"  {label}: PSS {m['pss_mb']:.2f} MB, RSS {_mb(m['process_peak_mb'])} MB; "
-             f"{m['notes'][0]}"]  # fmt: skip
-    said = m.get("runner_mb") or {}
+    lines = [f"  {label}: PSS {m.pss_mb:.2f} MB, RSS {_mb(m.process_peak_mb)} MB; {m.notes[0]}"]
+    said = m.runner_mb or {}
     if said:
         figures = ", ".join(f"{key.removesuffix('_mb')} {value:.2f}" for key, value in said.items())
         lines.append(f"  {label}: the runner's own figures, MB (its getrusage; not the parts): "

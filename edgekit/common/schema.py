@@ -10,6 +10,9 @@ from typing import Any
 
 from edgekit.errors import UserInputError
 
+R = typing.TypeVar("R")
+_UNIONS = (typing.Union, types.UnionType)
+
 
 def record_spec(record: type) -> dict[str, Any]:
     """The fields a record's ``to_dict`` writes, with their types: the dataclass's fields and
@@ -44,7 +47,7 @@ def matches(value: object, kind: Any) -> bool:
             and all(matches(item, spec[key]) for key, item in value.items() if key in spec)
         )
     origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
+    if origin in _UNIONS:
         return any(matches(value, arg) for arg in args)
     if kind is type(None) or kind is None:
         return value is None
@@ -69,6 +72,57 @@ def matches(value: object, kind: Any) -> bool:
     return isinstance(value, kind)
 
 
+def record_from(record: type[R], payload: dict[str, Any]) -> R:
+    """The record a checked JSON object holds. A field typed as a record (or a list of them) is
+    built too and a tuple field made a tuple; a key the record does not have (a derived figure,
+    ``Coverage.fast_fraction``) is dropped; a field that a file written before it existed lacks
+    is None. The one way from results.json, a manifest or a worker's answer to a record."""
+    hints = typing.get_type_hints(record)
+    values: dict[str, Any] = {}
+    for spec in dataclasses.fields(record):
+        if not spec.init:
+            continue
+        if spec.name not in payload:
+            if spec.name in required_fields(record):
+                values[spec.name] = None
+            continue
+        value, kind = payload[spec.name], hints[spec.name]
+        inner, many = record_in(kind)
+        if inner is not None and isinstance(value, list if many else dict):
+            value = [_built(inner, item) for item in value] if many else record_from(inner, value)
+        elif isinstance(value, list) and _is_tuple(kind):
+            value = tuple(value)
+        values[spec.name] = value
+    return record(**values)
+
+
+def json_of(record: object) -> dict[str, Any]:
+    """A record as a results file keeps it (its ``to_dict`` where it has one), nested records
+    too. A field ``record_from`` set to None because the file it was read from predates it is
+    left out again, so that what was read is written back as it was, and reads again."""
+    to_dict = getattr(record, "to_dict", None)
+    payload = to_dict() if callable(to_dict) else dataclasses.asdict(record)  # type: ignore[call-overload]
+    hints = typing.get_type_hints(type(record))
+    for spec in dataclasses.fields(record):  # type: ignore[arg-type]
+        value, kind = getattr(record, spec.name), hints[spec.name]
+        inner, many = record_in(kind)
+        if value is None:
+            if not matches(None, kind):
+                payload.pop(spec.name, None)
+        elif inner is not None:
+            payload[spec.name] = [json_of(item) for item in value] if many else json_of(value)
+    return payload
+
+
+def _built(record: type[R], item: object) -> object:
+    return record_from(record, item) if isinstance(item, dict) else item
+
+
+def _is_tuple(kind: Any) -> bool:
+    options = typing.get_args(kind) if typing.get_origin(kind) in _UNIONS else (kind,)
+    return any(typing.get_origin(option) is tuple for option in options)
+
+
 def type_name(kind: object) -> str:
     return str(kind).replace("typing.", "").replace("<class '", "").replace("'>", "")
 
@@ -89,7 +143,7 @@ def check_fields(
         if key not in payload:
             continue
         value, place = payload[key], f"{where}.{key}"
-        record, many = _record_in(kind)
+        record, many = record_in(kind)
         if isinstance(kind, dict):
             if value is not None:
                 check_fields(value, kind, place)
@@ -101,14 +155,10 @@ def check_fields(
             raise UserInputError(f"{place}: must be {type_name(kind)}, got {value!r:.60}")
 
 
-def _record_in(kind: Any) -> tuple[type | None, bool]:
+def record_in(kind: Any) -> tuple[type | None, bool]:
     """The record a field holds, and whether a list of them: ``Step | None`` gives (Step,
     False), ``list[Step]`` (Step, True); (None, False) for any other type."""
-    options = (
-        typing.get_args(kind)
-        if typing.get_origin(kind) in (typing.Union, types.UnionType)
-        else (kind,)
-    )
+    options = typing.get_args(kind) if typing.get_origin(kind) in _UNIONS else (kind,)
     for option in options:
         if dataclasses.is_dataclass(option):
             return option, False

@@ -321,16 +321,18 @@ def recorded_ratio(
     side: object, reference: object, confidence: float = 0.95
 ) -> tuple[float, tuple[float, float]]:
     """``side``'s latency over ``reference``'s from what was recorded of each (a result row, a
-    profile, or a dict with ``latency_fit``, ``rounds_ms``, ``round_sessions`` and
-    ``noise_band``), both of one pool: from their levels in the pool's two-level fit, or, for
-    what was recorded before the fit existed, from the paired rounds (``ratio_interval``)."""
+    profile, or a dict with ``latency_fit`` (a ``LevelFit`` or its JSON), ``rounds_ms``,
+    ``round_sessions`` and ``noise_band``), both of one pool: from their levels in the pool's
+    two-level fit, or, for what was recorded before the fit existed, from the paired rounds
+    (``ratio_interval``)."""
 
     def read(item: object, name: str) -> Any:
         return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
 
-    fits = read(side, "latency_fit"), read(reference, "latency_fit")
+    fits = [read(item, "latency_fit") for item in (side, reference)]
     if fits[0] and fits[1]:
-        return level_ratio(LevelFit.from_dict(fits[0]), LevelFit.from_dict(fits[1]), confidence)
+        levels = [fit if isinstance(fit, LevelFit) else LevelFit.from_dict(fit) for fit in fits]
+        return level_ratio(*levels, confidence)
     band = max(read(side, "noise_band") or 0.0, read(reference, "noise_band") or 0.0)
     sessions = read(side, "round_sessions") or None
     rounds = read(side, "rounds_ms"), read(reference, "rounds_ms")

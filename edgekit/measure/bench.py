@@ -25,6 +25,7 @@ from edgekit.worker.parent import WorkerTimer
 
 if TYPE_CHECKING:
     from edgekit.devices.base import Device
+    from edgekit.records import MemoryRecord
 
 BASELINE_LABEL = "baseline/fp32"
 
@@ -50,7 +51,7 @@ def baseline_timer(
     return WorkerTimer(BASELINE_LABEL, request, sample, timeout_s)
 
 
-def session_memory(record: LatencyRecord, figures: dict[str, Any] | None) -> dict[str, Any]:
+def session_memory(record: LatencyRecord, figures: dict[str, Any] | None) -> MemoryRecord:
     """The artifact's memory in parts, from its (last) timing session's figures; a leak is a
     warning of the record's."""
     from edgekit.devices.android_memory import SOURCE as DUMPSYS
@@ -59,9 +60,9 @@ def session_memory(record: LatencyRecord, figures: dict[str, Any] | None) -> dic
     if figures is not None and figures.get("source") == DUMPSYS:  # a phone's runner, read aside
         return dumpsys_record(
             record.label, record.device, record.threads, figures, record.artifact, record.target
-        ).to_dict()
+        )
     if figures is None or "invoke_peak_kb" not in figures:
-        return cannot_tell(record.label, record.device, record.threads).to_dict()
+        return cannot_tell(record.label, record.device, record.threads)
     memory = memory_record(
         record.label,
         record.device,
@@ -77,7 +78,7 @@ def session_memory(record: LatencyRecord, figures: dict[str, Any] | None) -> dic
             f"memory grew {memory.leak_kb_per_1k:.1f} kB per 1000 invokes [{low:.1f}, "
             f"{high:.1f}] over {memory.invokes} invokes: a leak, if it goes on"
         )
-    return memory.to_dict()
+    return memory
 
 
 def baseline_record(timer: BlockTimer | None, threads: int, model: str | None) -> LatencyRecord:
@@ -118,7 +119,7 @@ def measure_interleaved(
             record.status, record.error = "failed", result.failed[side]
             continue
         record.fill(result.blocks[side], result.rounds_used)
-        record.latency_fit = result.level(side).to_dict()
+        record.latency_fit = result.level(side)
         if record.artifact and record.target:
             record.memory = session_memory(record, timer.memory)
         record.round_sessions = result.sessions_of(side)

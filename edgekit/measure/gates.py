@@ -175,7 +175,7 @@ def accuracy_records(results: Results) -> list[AccuracyRecord]:
     records = []
     for row in results.rows:
         if row.kind == "artifact" and row.accuracy:
-            records.append(replace(AccuracyRecord.from_dict(row.accuracy), label=row.label))
+            records.append(replace(row.accuracy, label=row.label))
     return records
 
 

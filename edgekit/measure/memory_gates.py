@@ -5,7 +5,7 @@ a candidate's share against a reference's (``--max-memory-regression``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from edgekit.errors import UserInputError
 from edgekit.measure.gates import GateResult
@@ -165,11 +165,9 @@ def run_memory_gates(results: Results, bounds: MemoryBounds) -> list[GateResult]
     for row in results.rows:
         if row.kind != "artifact" or row.status != "ok":
             continue
-        memory = MemoryRecord(row.label, str(row.device), int(row.threads or 1))
-        if row.memory:
-            known = {f.name for f in fields(MemoryRecord)}
-            memory = MemoryRecord(**{k: v for k, v in row.memory.items() if k in known})
-        else:
+        memory = row.memory
+        if memory is None:
+            memory = MemoryRecord(row.label, str(row.device), int(row.threads or 1))
             memory.status, memory.error = "unavailable", "the run recorded no memory for it"
         gates += memory_gates(memory, int(row.size_bytes or 0), bounds)
     return gates

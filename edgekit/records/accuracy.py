@@ -8,9 +8,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from edgekit.records.keyed import ReadByKey
+
 
 @dataclass
-class AccuracyRecord:
+class AccuracyRecord(ReadByKey):
     """One artifact on one device against the baseline, on the evaluation split."""
 
     artifact: str

@@ -8,9 +8,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from edgekit.records.keyed import ReadByKey
+
 
 @dataclass
-class Coverage:
+class Coverage(ReadByKey):
     """How much of the graph runs on the fast path (delegate / accelerated kernels / int8)."""
 
     total_ops: int
@@ -54,7 +56,7 @@ class GoldenLink:
 
 
 @dataclass
-class MemoryRecord:
+class MemoryRecord(ReadByKey):
     """One artifact's memory on one device (MB unless named otherwise)."""
 
     label: str
@@ -123,7 +125,7 @@ class AwareEvaluation:
 
 
 @dataclass
-class AwareLoop:
+class AwareLoop(ReadByKey):
     """The accuracy-aware loop as an artifact's manifest and its results row keep it."""
 
     max_drop_points: float
@@ -157,7 +159,7 @@ class Timing:
     rounds_ms: list[float] = field(default_factory=list)
     round_sessions: list[int] = field(default_factory=list)
     noise_band: float | None = None  # recorded before the two-level fit
-    latency_fit: dict[str, Any] | None = None
+    latency_fit: dict[str, Any] | None = None  # as the profile's JSON keeps it
 
     @classmethod
     def of(cls, record: Any) -> Timing:
@@ -168,7 +170,7 @@ class Timing:
             list(record.rounds_ms),
             list(record.round_sessions),
             record.noise_band,
-            record.latency_fit,
+            None if record.latency_fit is None else record.latency_fit.to_dict(),
         )
 
     @classmethod
@@ -180,7 +182,7 @@ class Timing:
             list(row.rounds_ms),
             list(row.round_sessions),
             row.noise_band,
-            row.latency_fit,
+            None if row.latency_fit is None else row.latency_fit.to_dict(),
         )
 
 

@@ -15,7 +15,7 @@ def _changed(results: Results) -> list[Row]:
     rows, seen = [], set()
     for row in results.rows:
         where = row.label.rsplit(" x", 1)[0]
-        if row.kind == "artifact" and (row.accuracy or {}).get("per_class") and where not in seen:
+        if row.kind == "artifact" and row.accuracy and row.accuracy.per_class and where not in seen:
             seen.add(where)
             rows.append(row)
     return rows
@@ -27,15 +27,15 @@ def class_drop_plot(results: Results, path: Path) -> Path | None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    rows = [row for row in _changed(results) if row.accuracy["flips"]["changed"]]
+    rows = [row for row in _changed(results) if row.accuracy.flips["changed"]]
     if not rows:
         return None
-    names = [change["name"] for change in rows[0].accuracy["per_class"]]
+    names = [change["name"] for change in rows[0].accuracy.per_class]
     colours = series_colours([row.label for row in rows])
     fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(names) + 3), 4.5))
     width = 0.8 / len(rows)
     for index, row in enumerate(rows):
-        changes = {change["name"]: change for change in row.accuracy["per_class"]}
+        changes = {change["name"]: change for change in row.accuracy.per_class}
         present = [name for name in names if name in changes]
         x = np.array([names.index(name) for name in present]) - 0.4 + (index + 0.5) * width
         drops = np.array([changes[name]["drop_points"] for name in present])
@@ -64,13 +64,13 @@ def flip_risk_plot(results: Results, path: Path) -> Path | None:
     """Flip rate by the source's top-2 margin, per artifact that flipped any image."""
     import matplotlib.pyplot as plt
 
-    rows = [row for row in _changed(results) if row.accuracy["flips"]["changed"]]
+    rows = [row for row in _changed(results) if row.accuracy.flips["changed"]]
     if not rows:
         return None
     colours = series_colours([row.label for row in rows])
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for row in rows:
-        curve = row.accuracy["flips"]["by_margin"]
+        curve = row.accuracy.flips["by_margin"]
         centres = [(b["margin_low"] + b["margin_high"]) / 2 for b in curve]
         rates = [100 * b["rate"] for b in curve]
         below = [100 * (b["rate"] - b["rate_ci"][0]) for b in curve]

@@ -35,20 +35,21 @@ def prediction_change_section(results: Results) -> Section:
     lines, seen = [], set()
     gallery: dict[str, list[dict[str, Any]]] = {}
     for row in results.rows:
-        accuracy = row.accuracy or {}
-        flips, where = accuracy.get("flips"), row.label.rsplit(" x", 1)[0]
-        if row.kind != "artifact" or where in seen or not (flips or accuracy.get("collapse")):
+        accuracy, where = row.accuracy, row.label.rsplit(" x", 1)[0]
+        if row.kind != "artifact" or accuracy is None or where in seen:
+            continue
+        flips = accuracy.flips
+        if not (flips or accuracy.collapse):
             continue
         seen.add(where)
-        found = accuracy.get("collapse") or {}
+        found = accuracy.collapse or {}
         if found.get("collapsed"):
             lines.append(f"{where}: COLLAPSED, {found['reason']}")
         if not flips:
             continue
-        line = f"{where}: {flips_sentence(flips, accuracy.get('per_class') or [])}"
-        lines.append(line)
-        if accuracy.get("gallery"):
-            gallery[where] = accuracy["gallery"]
+        lines.append(f"{where}: {flips_sentence(flips, accuracy.per_class or [])}")
+        if accuracy.gallery:
+            gallery[where] = accuracy.gallery
     for model, shared in (results.run.get("flips_across") or {}).items():
         if not shared["pairs"]:  # fewer than two artifacts flipped anything
             continue

@@ -17,6 +17,7 @@ from typing import Any
 
 from edgekit.common.machine import differing_fields
 from edgekit.errors import UserInputError
+from edgekit.records import AccuracyRecord, MemoryRecord
 from edgekit.results import Results
 
 SCHEMA = """
@@ -130,7 +131,6 @@ def record_run(results: Results, run_dir: Path, path: Path | None = None) -> str
                 ),
             )
             for row in results.rows:
-                accuracy = row.accuracy or {}
                 record = {k: v for k, v in row.to_dict().items() if k != "samples_ms"}
                 artifact = str((Path(run_dir) / row.artifact).resolve()) if row.artifact else None
                 connection.execute(
@@ -144,11 +144,7 @@ def record_run(results: Results, run_dir: Path, path: Path | None = None) -> str
                         row.status,
                         row.p50,
                         row.latency.get("p90_ms"),
-                        accuracy.get("top1"),
-                        accuracy.get("drop_points"),
-                        (accuracy.get("drop_ci") or [None, None])[1],
-                        accuracy.get("agreement"),
-                        accuracy.get("sqnr_db"),
+                        *_accuracy_figures(row.accuracy),
                         row.size_bytes,
                         json.dumps(record),
                         row.fingerprint.get("id"),
@@ -289,10 +285,18 @@ def compare_runs(
     return deltas
 
 
-def _memory_figures(memory: dict[str, Any] | None) -> tuple[float | None, float | None]:
-    if not memory or memory.get("status") != "ok":
+def _memory_figures(memory: MemoryRecord | None) -> tuple[float | None, float | None]:
+    if memory is None or memory.status != "ok":
         return None, None
-    return memory.get("process_peak_mb"), memory.get("model_mb")
+    return memory.process_peak_mb, memory.model_mb
+
+
+def _accuracy_figures(accuracy: AccuracyRecord | None) -> tuple[float | None, ...]:
+    """top1, drop_points, the drop's upper bound, agreement, sqnr_db: the history's columns."""
+    if accuracy is None:
+        return None, None, None, None, None
+    high = None if accuracy.drop_ci is None else accuracy.drop_ci[1]
+    return accuracy.top1, accuracy.drop_points, high, accuracy.agreement, accuracy.sqnr_db
 
 
 def _git_commit() -> str | None:

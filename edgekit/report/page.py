@@ -205,7 +205,7 @@ def headline_cards(advice: Recommendation) -> str:
             )
         )
     if best is not None and best.drop is not None:
-        low, high = best.accuracy["drop_ci"]
+        low, high = best.accuracy.drop_ci
         cards.append(
             card("top-1 drop", f"{best.drop:+.2f} points", f"95% CI [{low:+.2f}, {high:+.2f}]")
         )

@@ -32,7 +32,7 @@ def _pareto(results: Results, out_dir: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(8.5, 5.5))
     for row in rows:
         low, high = median_interval(row.rounds_ms) if row.rounds_ms else (row.p50, row.p50)
-        d_low, d_high = row.accuracy["drop_ci"]
+        d_low, d_high = row.accuracy.drop_ci
         colour = COLOURS[targets.index(row.target) % len(COLOURS)]
         marker = MARKERS[recipes.index(row.precision) % len(MARKERS)]
         filled = devices.index(str(row.device)) == 0
@@ -194,7 +194,7 @@ def memory_plot(results: Results, path: Path) -> Path | None:
     told = [
         r
         for r in results.rows
-        if r.memory and r.memory.get("status") == "ok" and r.memory.get("model_mb") is not None
+        if r.memory and r.memory.status == "ok" and r.memory.model_mb is not None
     ]
     if not told:
         return None
@@ -203,7 +203,7 @@ def memory_plot(results: Results, path: Path) -> Path | None:
     left = [0.0] * len(told)
     for key, name, colour in MEMORY_PARTS:
         # a residual below zero (a part larger than what the model added) is drawn as none
-        widths = [max(r.memory.get(key) or 0.0, 0.0) for r in told]
+        widths = [max(getattr(r.memory, key) or 0.0, 0.0) for r in told]
         ax.barh(labels, widths, left=left, color=colour, label=name)
         left = [a + b for a, b in zip(left, widths, strict=True)]
     ax.set_xlabel("the model's own memory above the runtime's floor (MB)")

@@ -46,9 +46,14 @@ def faster(a: Row, b: Row) -> bool:
 
 
 def _fitted(rows: list[Row]) -> bool:
-    return all(row.latency_fit for row in rows) and all(
+    return all(row.latency_fit is not None for row in rows) and all(
         same_pool(a, b) for a in rows for b in rows if a is not b
     )
+
+
+def _levels(rows: list[Row]) -> list[LevelFit]:
+    """The rows' levels in their pool's fit (``_fitted`` rows: each has one)."""
+    return [row.latency_fit for row in rows if row.latency_fit is not None]
 
 
 def speed_groups(rows: list[Row]) -> list[list[Row]]:
@@ -59,7 +64,7 @@ def speed_groups(rows: list[Row]) -> list[list[Row]]:
         return []
     order = sorted(range(len(rows)), key=lambda index: rows[index].p50 or 0.0)
     if _fitted(rows):
-        levels = [LevelFit.from_dict(row.latency_fit) for row in rows]
+        levels = _levels(rows)
         order = sorted(range(len(rows)), key=lambda index: levels[index].log_level)
         cuts = cut_groups(order, lambda a, b: compare(levels, a, b).distinct)
     else:
@@ -70,7 +75,7 @@ def speed_groups(rows: list[Row]) -> list[list[Row]]:
 def told_apart(a: Row, b: Row, pool: list[Row]) -> bool:
     """Are ``a`` and ``b`` told apart, with every pair of ``pool`` tested at once?"""
     if _fitted(pool):
-        levels = [LevelFit.from_dict(row.latency_fit) for row in pool]
+        levels = _levels(pool)
         index = [next(i for i, row in enumerate(pool) if row is wanted) for wanted in (a, b)]
         return compare(levels, *index).distinct
     return faster(a, b) or faster(b, a)
@@ -82,7 +87,7 @@ def measuring_line(pool: dict | None, rows: list[Row]) -> str:
         return ""
     line = stopping_line(pool)
     if _fitted(rows):
-        levels = [LevelFit.from_dict(row.latency_fit) for row in rows]
+        levels = _levels(rows)
         open_pairs = undecided(levels, pool.get("precision"))
         if open_pairs:
             shown = ", ".join(f"{rows[a].label} vs {rows[b].label}" for a, b in open_pairs[:3])
@@ -96,7 +101,7 @@ def decision_lines(advice: Recommendation) -> list[str]:
     rows = [row for group in advice.ranked for row in group]
     lines = []
     if len(rows) > 1 and _fitted(rows):
-        levels = [LevelFit.from_dict(row.latency_fit) for row in rows]
+        levels = _levels(rows)
         lines += group_lines([row.label for row in rows], levels)
     measuring = measuring_line(advice.pool, rows)
     return lines + ([measuring] if measuring else [])
@@ -212,12 +217,12 @@ class Recommendation:
 
 def _memory(row: Row) -> str:
     """The process's peak and, beside it, the model's own share (where the device tells)."""
-    memory = row.memory or {}
-    if memory.get("status") != "ok" or memory.get("process_peak_mb") is None:
+    memory = row.memory
+    if memory is None or memory.status != "ok" or memory.process_peak_mb is None:
         return ""
-    own = memory.get("model_mb")
+    own = memory.model_mb
     beside = "" if own is None else f", the model's own {own:.1f} MB"
-    return f", memory: process peak {memory['process_peak_mb']:.0f} MB{beside}"
+    return f", memory: process peak {memory.process_peak_mb:.0f} MB{beside}"
 
 
 def _tally(reasons: list[tuple[str, str]]) -> str:
@@ -295,7 +300,7 @@ def recommend(
             continue
         if _among(row, ties):
             reasons.append((row.label, f"same speed group; lost on drop {row.drop:+.2f} or size"))
-        elif row.threads != threads or (ratio := latency_ratio(row, best)) is None:
+        elif (ratio := latency_ratio(row, best)) is None:
             # another thread count, or a row of another pool (a resumed run's): no shared rounds
             reasons.append(
                 (row.label, f"slower: p50 {row.p50:.3f} ms vs {best.p50:.3f} ms (not interleaved)")

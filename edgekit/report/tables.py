@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from edgekit.common.machine import describe
+from edgekit.records import AwareEvaluation, MemoryRecord
 from edgekit.report.content import Section, Table
 from edgekit.report.peaks import peak_source, peaks_text, percent
 from edgekit.results import Results, Row, precision_label
@@ -89,30 +90,28 @@ def accuracy_aware_section(results: Results) -> Section:
         if not aware or row.artifact in seen:
             continue
         seen.add(row.artifact)
-        verdict = "within" if aware["within_budget"] else "NOT within"
-        final = aware.get("evaluation") or {}
-        low, high = final.get("drop_ci", [0.0, 0.0])
+        verdict = "within" if aware.within_budget else "NOT within"
+        final = aware.evaluation or AwareEvaluation()
+        low, high = final.drop_ci or (0.0, 0.0)
         caption = (
-            f"{row.target}: {row.precision}, {verdict} the {aware['max_drop_points']:g}-point "
-            f"budget on the evaluation split (drop {final.get('drop_points', 0.0):+.2f} "
-            f"[{low:+.2f}, {high:+.2f}]; step {aware['chosen_step']} chosen on the selection "
+            f"{row.target}: {row.precision}, {verdict} the {aware.max_drop_points:g}-point "
+            f"budget on the evaluation split (drop {final.drop_points or 0.0:+.2f} "
+            f"[{low:+.2f}, {high:+.2f}]; step {aware.chosen_step} chosen on the selection "
             "slice)"
         )
         rows = []
-        for step in aware["steps"]:
-            fraction, ratio = step.get("int8_fraction"), step.get("ratio_to_first")
-            latency = step.get("p50_ms")
+        for step in aware.steps:
+            fraction, ratio, latency = step.int8_fraction, step.ratio_to_first, step.p50_ms
             cost = ""
-            if ratio is not None and step["step"] and step.get("ratio_ci"):
-                r_low, r_high = step["ratio_ci"]
+            if ratio is not None and step.step and step.ratio_ci:
+                r_low, r_high = step.ratio_ci
                 cost = f"{ratio:.2f}x [{r_low:.2f}, {r_high:.2f}]"
-            chosen = " (chosen)" if step["step"] == aware["chosen_step"] else ""
+            chosen = " (chosen)" if step.step == aware.chosen_step else ""
             rows.append(
                 [
-                    f"{step['step']}{chosen}",
-                    ", ".join(step["keep_float"]) or "nothing",
-                    f"{step['drop_points']:+.2f} [{step['drop_ci'][0]:+.2f}, "
-                    f"{step['drop_ci'][1]:+.2f}]",
+                    f"{step.step}{chosen}",
+                    ", ".join(step.keep_float) or "nothing",
+                    f"{step.drop_points:+.2f} [{step.drop_ci[0]:+.2f}, {step.drop_ci[1]:+.2f}]",
                     "" if fraction is None else f"{100 * fraction:.0f} %",
                     "not measured" if latency is None else f"{latency:.3f}",
                     cost,
@@ -128,7 +127,7 @@ def _notes(row: Row) -> list[str]:
         notes.append(f"{row.status}: {row.error}")
     if row.traits.get("note") and not row.latency_comparable:
         notes.append(str(row.traits["note"]))
-    versus = (row.accuracy or {}).get("versus_host") or {}
+    versus = (row.accuracy and row.accuracy.versus_host) or {}
     if versus:
         notes.append(
             f"vs host: max |diff| {versus['max_abs_diff']:.3g}, argmax agreement "
@@ -203,11 +202,11 @@ def versus_fp32(row: Row, rows: list[Row]) -> tuple[float, tuple[float, float]] 
     return None
 
 
-def _memory_cell(memory: dict[str, Any] | None) -> str:
+def _memory_cell(memory: MemoryRecord | None) -> str:
     """The process's peak and the model's own share of it (above the runtime's floor)."""
-    if not memory or memory.get("status") != "ok":
+    if memory is None or memory.status != "ok":
         return ""
-    peak, model = memory.get("process_peak_mb"), memory.get("model_mb")  # a phone's: no share
+    peak, model = memory.process_peak_mb, memory.model_mb  # a phone's: no share
     return f"{_fmt(peak, '{:.0f}') or '-'} / {_fmt(model, '{:.1f}') or '-'}"
 
 
@@ -217,12 +216,12 @@ def table_rows(results: Results) -> list[list[str]]:
     for row in results.rows:
         if row.status == "unavailable":
             continue
-        accuracy = row.accuracy or {}
-        coverage = row.coverage or {}
+        accuracy, coverage = row.accuracy, row.coverage
+        top1 = None if accuracy is None else accuracy.top1
         drop = ""
-        if accuracy.get("drop_ci") and accuracy.get("drop_points") is not None:
-            low, high = accuracy["drop_ci"]
-            drop = f"{accuracy['drop_points']:+.2f} [{low:+.2f}, {high:+.2f}]"
+        if accuracy and accuracy.drop_ci and accuracy.drop_points is not None:
+            low, high = accuracy.drop_ci
+            drop = f"{accuracy.drop_points:+.2f} [{low:+.2f}, {high:+.2f}]"
         speedup = ""
         if row.speedup is not None and row.latency_comparable:
             low, high = row.speedup_ci or (row.speedup, row.speedup)
@@ -230,7 +229,7 @@ def table_rows(results: Results) -> list[list[str]]:
         fp32 = versus_fp32(row, results.rows)
         over_fp32 = "" if fp32 is None else f"{fp32[0]:.2f}x [{fp32[1][0]:.2f}, {fp32[1][1]:.2f}]"
         gflops = "" if row.gflops is None else f"{row.gflops:.1f}" + _share(row, results.run)
-        int8 = coverage.get("int8_fraction")
+        int8 = coverage and coverage.int8_fraction
         rows.append(
             [
                 row.target,
@@ -243,11 +242,11 @@ def table_rows(results: Results) -> list[list[str]]:
                 _fmt(row.latency.get("p90_ms"), "{:.3f}"),
                 speedup,
                 over_fp32,
-                _fmt(accuracy.get("top1") and 100 * accuracy["top1"], "{:.2f} %"),
+                _fmt(None if top1 is None else 100 * top1, "{:.2f} %"),
                 drop,
-                _fmt(accuracy.get("agreement"), "{:.4f}"),
-                _fmt(accuracy.get("sqnr_db"), "{:.1f}"),
-                f"{coverage['fast_ops']}/{coverage['total_ops']}" if coverage else "",
+                _fmt(accuracy and accuracy.agreement, "{:.4f}"),
+                _fmt(accuracy and accuracy.sqnr_db, "{:.1f}"),
+                f"{coverage.fast_ops}/{coverage.total_ops}" if coverage else "",
                 _fmt(int8 and 100 * int8, "{:.0f} %"),
                 gflops,
                 "; ".join([*_notes(row), *_conditions_note(row, noted)]),

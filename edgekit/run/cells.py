@@ -15,12 +15,14 @@ from typing import Any
 
 from edgekit.artifacts.artifact import Artifact
 from edgekit.common.progress import Progress
+from edgekit.common.schema import record_from
 from edgekit.devices import DEFAULT_DEVICE, get_device
 from edgekit.errors import DeviceUnavailable, EdgekitError
 from edgekit.export.cache import cached_export
 from edgekit.export.pipeline import export_artifact
 from edgekit.measure.accuracy import AccuracyRecord, evaluate_artifact
 from edgekit.measure.bench import bench_artifacts
+from edgekit.records import AwareLoop, Coverage
 from edgekit.results import Row
 from edgekit.run.config import RunConfig
 from edgekit.sources.data import Dataset
@@ -221,7 +223,7 @@ def _pool_rows(
                 continue
             artifact = next(a for a in runnable if str(a.path) == record.artifact)
             found = accuracy.get(artifact.label)
-            rows.append(row_of(record, artifact, None if found is None else found.to_dict()))
+            rows.append(row_of(record, artifact, found))
     return rows
 
 
@@ -232,8 +234,11 @@ _RENAMED = {"stats": "latency"}
 _NOT_COPIED = {"artifact", "size_bytes", "hints", "assumed"}
 
 
-def row_of(record: LatencyRecord, artifact: Artifact | None, accuracy: dict | None) -> Row:
-    """The result row of one measurement, its fields copied from the record by name."""
+def row_of(
+    record: LatencyRecord, artifact: Artifact | None, accuracy: AccuracyRecord | None
+) -> Row:
+    """The result row of one measurement, its fields copied from the record by name (its
+    memory and latency fit, JSON in the record, built into their records)."""
     row_fields = {f.name for f in fields(Row)}
     copied = {
         _RENAMED.get(f.name, f.name): getattr(record, f.name)
@@ -241,8 +246,8 @@ def row_of(record: LatencyRecord, artifact: Artifact | None, accuracy: dict | No
         if _RENAMED.get(f.name, f.name) in row_fields and f.name not in _NOT_COPIED
     }
     comparable = record.traits.get("latency_comparable")
-    row = Row(
-        **{
+    row = Row.from_dict(
+        {
             **copied,
             "kind": "artifact" if artifact is not None else "baseline",
             "target": record.target or "baseline",
@@ -262,16 +267,18 @@ def row_of(record: LatencyRecord, artifact: Artifact | None, accuracy: dict | No
 def describe_artifact(row: Row, artifact: Artifact) -> None:
     manifest = artifact.manifest
     row.artifact = f"artifacts/{artifact.path.name}"
-    if row.accuracy and "artifact" in row.accuracy:
+    if row.accuracy is not None:
         # where the file lies in the run directory, not where a pool (or node) evaluated it
-        row.accuracy = {**row.accuracy, "artifact": row.artifact}
+        row.accuracy = replace(row.accuracy, artifact=row.artifact)
     row.size_bytes = manifest.file.size
     row.validation = manifest.validation
-    row.coverage = manifest.coverage
+    row.coverage = None if not manifest.coverage else record_from(Coverage, manifest.coverage)
     row.export_warnings = manifest.warnings
     row.io_dtype = manifest.input.dtype
     row.keep_float = manifest.keep_float
-    row.accuracy_aware = manifest.accuracy_aware
+    row.accuracy_aware = (
+        None if manifest.accuracy_aware is None else record_from(AwareLoop, manifest.accuracy_aware)
+    )
     row.assumed = artifact.assumed
     row.audit = manifest.audit
 

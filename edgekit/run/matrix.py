@@ -278,7 +278,7 @@ def flips_across(rows: list[Row]) -> dict[str, Any]:
 
     by_model: dict[str, dict[str, list[int]]] = {}
     for row in rows:
-        flips = (row.accuracy or {}).get("flips")
+        flips = None if row.accuracy is None else row.accuracy.flips
         if row.kind == "artifact" and flips and flips["indices"]:  # what flipped nothing is out
             # one entry per artifact and device: its thread counts share one evaluation
             by_model.setdefault(str(row.model), {})[row.label.rsplit(" x", 1)[0]] = flips["indices"]

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgekit.common.stats import latency_summary
+from edgekit.common.stats import LevelFit, latency_summary
 from edgekit.errors import renamed
+from edgekit.records import MemoryRecord
 from edgekit.worker.conditions import summarize
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ class LatencyRecord:
     round_sessions: list[int] = field(default_factory=list)  # the session each round ran in
     block_runs: int | None = None
     peak_rss_mb: float | None = None
-    memory: dict[str, Any] | None = None  # the session's memory in parts (edgekit.measure.memory)
+    memory: MemoryRecord | None = None  # the session's memory in parts (edgekit.measure.memory)
     size_bytes: int | None = None
     foreign_cpu: float | None = None
     steal: float | None = None
@@ -163,7 +164,7 @@ class LatencyRecord:
     speedup_ci: list[float] | None = None
     noise_band: float | None = None  # results before schema 3 only (a second session's distance)
     # this side's level in the pool's two-level fit (edgekit.common.stats.LevelFit)
-    latency_fit: dict[str, Any] | None = None
+    latency_fit: LevelFit | None = None
     pool: dict[str, Any] | None = None  # how the pool's measuring went (sessions, why it stopped)
     warnings: list[str] = field(default_factory=list)
     assumed: list[str] = field(default_factory=list)  # what was inferred about a foreign file
