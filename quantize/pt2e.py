@@ -47,10 +47,10 @@ def float_edges_only(quantizer: Quantizer) -> Quantizer:
             super().__init__()
             self.inner = inner
 
-        def transform_for_annotation(self, model: Any) -> Any:
+        def transform_for_annotation(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
             return self.inner.transform_for_annotation(model)
 
-        def annotate(self, model: Any) -> Any:
+        def annotate(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
             model = self.inner.annotate(model)
             for node in model.graph.nodes:
                 annotation = node.meta.get("quantization_annotation")
@@ -62,7 +62,7 @@ def float_edges_only(quantizer: Quantizer) -> Quantizer:
                     annotation.output_qspec = None
             return model
 
-        def validate(self, model: Any) -> None:
+        def validate(self, model: torch.fx.GraphModule) -> None:
             self.inner.validate(model)
 
     return FloatEdgesOnly(quantizer)

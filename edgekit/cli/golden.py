@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,6 +23,9 @@ from edgekit.cli.options import (
 )
 from edgekit.devices import DEFAULT_DEVICE, SPREAD_DEVICES
 from edgekit.errors import GateFailed, UserInputError
+
+if TYPE_CHECKING:
+    from edgekit.devices.base import Device
 
 
 @app.command()
@@ -99,7 +102,7 @@ def _make(
         console.print(f"  [dim]not measured on {device}: {why}[/]", soft_wrap=True)
 
 
-def _check(bundle: Path, artifact: Path | None, device: Any, as_json: bool) -> None:
+def _check(bundle: Path, artifact: Path | None, device: Device, as_json: bool) -> None:
     from edgekit.golden.check import check_bundle
 
     result = check_bundle(bundle, artifact=artifact, device=device)

@@ -16,6 +16,7 @@ from edgekit.errors import UserInputError
 
 if TYPE_CHECKING:
     from edgekit.artifacts.foreign import ForeignOptions as ForeignFlags
+    from edgekit.devices.base import Device
 
 MODEL_HELP = (
     "zoo name, module:factory, .pt2, .keras, .onnx, or a Hugging Face save_pretrained folder"
@@ -188,7 +189,7 @@ def device_options(
     return {"serial": serial, "cpu": cpu, "xnnpack": xnnpack}
 
 
-def resolve_device(name: str, serial: str | None, cpu: str | None, xnnpack: bool | None) -> Any:
+def resolve_device(name: str, serial: str | None, cpu: str | None, xnnpack: bool | None) -> Device:
     """The Device a command measures on, made once at the CLI's edge with its options."""
     from edgekit.devices import get_device
 

@@ -8,6 +8,7 @@ import logging
 import os
 import socket
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
 from edgekit.errors import UserInputError, first_line
@@ -77,7 +78,7 @@ def connected(address: str) -> Iterator[Any]:
             stop_nodes([started])
 
 
-def _join(ray: Any, address: str, runtime_env: dict[str, Any] | None = None) -> None:
+def _join(ray: ModuleType, address: str, runtime_env: dict[str, Any] | None = None) -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     with _quiet_stderr():
         ray.init(
@@ -107,7 +108,7 @@ def _errors_to_stderr() -> None:
     worker.print_to_stdstream = to_stderr
 
 
-def rejoin(ray: Any, runtime_env: dict[str, Any]) -> None:
+def rejoin(ray: ModuleType, runtime_env: dict[str, Any]) -> None:
     """Join the same cluster again, as a new job whose runtime environment is
     ``runtime_env``: Ray uploads local ``py_modules`` (a user's model code) only for a job's
     own runtime environment, at ``ray.init`` (a task's takes URIs only), and which code a run

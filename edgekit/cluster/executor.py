@@ -197,7 +197,7 @@ class ClusterExecutor:
         return rows
 
     # -- what the cells need besides the cluster's edgekit ------------------------------------
-    def ship_code(self, sources: list[Any], say: Any) -> None:
+    def ship_code(self, sources: list[Any], say: Progress) -> None:
         """The models' own code into the job's runtime environment, before the first task that
         loads them: joins the cluster again when there is code it does not hold yet."""
         from edgekit.cluster.connect import rejoin
@@ -226,7 +226,7 @@ class ClusterExecutor:
         return error
 
     # -- plumbing ----------------------------------------------------------------------------
-    def _gather(self, refs: dict, deadline_s: float, say: Any) -> dict:
+    def _gather(self, refs: dict, deadline_s: float, say: Progress) -> dict:
         """Every task's result (or its exception); tasks past the deadline are cancelled."""
         self.pending = list(refs.values())
         results: dict = {}

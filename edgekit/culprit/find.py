@@ -8,13 +8,16 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgekit.culprit.outcome import Outcome
 from edgekit.culprit.search import Search, Tried, search
 from edgekit.culprit.worker import BlockWorker, WorkerRequest
 from edgekit.errors import UserInputError
 from edgekit.sources.source import SourceModel
+
+if TYPE_CHECKING:
+    from edgekit.targets.base import Target
 
 RECIPES = ("fp32", "int8")  # the block path converts these; the others are refused by name
 TORCH_REPO = "pytorch/pytorch"  # where torch.export's own failures belong, whatever the target
@@ -55,7 +58,7 @@ def check_request(source: SourceModel, target: str, recipe: str) -> Any:
     return plugin
 
 
-def upstream_of(plugin: Any, outcome: Outcome, recipe: str) -> str:
+def upstream_of(plugin: Target, outcome: Outcome, recipe: str) -> str:
     """The repository a failure belongs to, by the stage it happened in (a hang or a crash at
     the stage it last announced; a mismatch to the quantizer for int8)."""
     if outcome.failure == "export":

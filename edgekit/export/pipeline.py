@@ -34,7 +34,7 @@ from edgekit.results import io_suffix, parse_io
 from edgekit.sources.data import Dataset
 from edgekit.sources.source import SourceModel
 from edgekit.targets import get_target, runtime_versions, suffix_of
-from edgekit.targets.base import Accelerator, ExportRequest
+from edgekit.targets.base import Accelerator, ExportRequest, Target
 from edgekit.targets.manifest import SCHEMA_VERSION, Manifest
 
 VALIDATION_SAMPLES = 200
@@ -229,7 +229,7 @@ def _manifest(
 
 
 def _validate(
-    plugin: Any, path: Path, manifest: Manifest, source: SourceModel, x: np.ndarray, spec: Any
+    plugin: Target, path: Path, manifest: Manifest, source: SourceModel, x: np.ndarray, spec: Any
 ) -> dict[str, Any]:
     try:
         with quiet_native():  # the runtimes log their CPU probing and threadpool size on fd 2
@@ -275,7 +275,7 @@ def _validate(
     return figures
 
 
-def _census_of(plugin: Any, path: Path, manifest: Manifest) -> Any:
+def _census_of(plugin: Target, path: Path, manifest: Manifest) -> Any:
     try:
         return plugin.census(path, manifest)  # the manifest gives a .pte its module paths
     except NotImplementedError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from edgekit.golden.bundle import Bundle, read_bundle
 from edgekit.golden.images import model_input, tensor_input
 from edgekit.golden.make import bundle_preprocess
 from edgekit.golden.tolerance import compare, kernels_of
+
+if TYPE_CHECKING:
+    from edgekit.devices.base import Device
 
 
 @dataclass
@@ -86,7 +89,7 @@ def check_bundle(
     bundle: Bundle | str | Path,
     *,
     artifact: Artifact | str | Path | None = None,
-    device: Any = DEFAULT_DEVICE,
+    device: Device | str = DEFAULT_DEVICE,
     threads: int = 1,
 ) -> GoldenCheck:
     """``bundle`` (its digests checked) through ``artifact`` (the bundle's own by default) on
@@ -125,7 +128,7 @@ def check_bundle(
 def _checked(
     bundle: Bundle,
     artifact: Artifact,
-    device: Any,
+    device: Device,
     got: np.ndarray,
     runtime: dict[str, Any],
     *,
@@ -154,7 +157,7 @@ RUNNER_NOTE = (
 )
 
 
-def _check_by_files(bundle: Bundle, artifact: Artifact, device: Any) -> GoldenCheck:
+def _check_by_files(bundle: Bundle, artifact: Artifact, device: Device) -> GoldenCheck:
     """The bundle through a device whose runner reads raw input files and hands outputs back:
     the bundle's stage-3 files where the artifact takes them bit for bit, else the artifact's
     own staging of stage 2 (so a different artifact still runs, and fails on its inputs)."""

@@ -110,7 +110,7 @@ def measure_spread(
     return spread
 
 
-def kernels_of(device: Any) -> str:
+def kernels_of(device: object) -> str:
     """The kind of kernels a device runs an artifact with (an Accelerator value)."""
     return str(getattr(device, "accelerator", Accelerator.CPU).value)
 

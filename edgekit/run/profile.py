@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from edgekit.artifacts.artifact import Artifact
+from edgekit.common.progress import Progress
 from edgekit.devices import DEFAULT_DEVICE
 from edgekit.errors import EdgekitError
 from edgekit.records import Timing
@@ -15,7 +16,7 @@ from edgekit.results import Row
 
 
 def profile_run(
-    exported: list[Artifact], rows: list[Row], threads: int, runs: int, say: Any
+    exported: list[Artifact], rows: list[Row], threads: int, runs: int, say: Progress
 ) -> list[dict[str, Any]]:
     """Profiles (as dicts for results.json) of the artifacts timed on the host CPU."""
     from edgekit.analysis.profile import profile_artifacts
