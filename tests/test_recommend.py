@@ -494,6 +494,7 @@ def test_a_row_without_a_size_ties_with_an_empty_file_and_the_smaller_p50_wins()
          ", memory: process peak 12 MB"),
         ({"status": "unavailable", "process_peak_mb": None}, ""),
         ({"status": "failed", "process_peak_mb": 125.4}, ""),  # a peak of a run that failed
+        ({"status": "unavailable", "process_peak_mb": 125.4}, ""),
         ({"status": read_back("ok"), "process_peak_mb": 12.0}, ", memory: process peak 12 MB"),
         (None, ""),
     ],
@@ -651,3 +652,5 @@ def test_a_pool_of_one_has_no_speed_group_sentence():
 
     alone = fitted(measured_row("onnx", "int8", FAST, 0.0, 0.1), 1.0)
     assert decision_lines(recommend([alone])) == []
+    over = fitted(measured_row("onnx", "int8", FAST, 3.0, 4.0), 1.0)  # nothing recommended
+    assert decision_lines(recommend([over])) == []
