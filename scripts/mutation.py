@@ -15,7 +15,11 @@ module's mutants spread over several copies (a cosmic-ray http-worker in each, e
 its own copy's file).
 
 Each module's results carry the digest of the source mutated; scripts/mutation_results.py
-(run by ``make test``) says when a module no longer has it."""
+(run by ``make test``) says when a module no longer has it.
+
+A module's cosmic-ray session is kept in .mutation-sessions/ (named by the module and its
+source's digest) until its results are written: a run that is stopped, or whose copies are
+lost, goes on from the mutants already judged when started again on the same source."""
 
 from __future__ import annotations
 
@@ -54,6 +58,7 @@ from mutation_results import (
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = ROOT / ".venv" / "bin" / "python"
+SESSIONS = ROOT / ".mutation-sessions"  # sessions in progress, outside the copies
 
 
 ANNOTATION = "inside a type annotation"
@@ -189,24 +194,35 @@ def _mutate(
     module: str, target: Target, work: Path, timeout: float, urls: list[str] | None
 ) -> dict:
     print(f"mutating {module} against {', '.join(target.tests)}", flush=True)
-    config, session = work / "cosmic-ray.toml", work / f"{Path(module).stem}.sqlite"
+    config = work / "cosmic-ray.toml"
+    digest = source_digest(work / module)
+    session = SESSIONS / f"{Path(module).stem}-{digest[:12]}.sqlite"
     config.write_text(config_for(module, target, timeout, work, urls))
     tools = Path(sys.executable).parent
     env = dict(os.environ, PYTHONPATH=str(work))  # the copy's edgekit, not the checkout's
-    subprocess.run([tools / "cosmic-ray", "init", config, session], cwd=work, env=env, check=True)
     # the tests must pass on the code as it is: a command that fails anyway (a test file
     # missing, a broken fixture) would count every mutant as killed
     baseline = subprocess.run([tools / "cosmic-ray", "baseline", config], cwd=work, env=env)
     if baseline.returncode != 0:
         raise SystemExit(f"{module}: {', '.join(target.tests)} fail on the unmutated code")
-    if target.scope:
-        subprocess.run([tools / "cr-filter-lines", "--config", config, session], cwd=work,
-                       env=env, check=True)  # fmt: skip
-    skip_annotations(session, work / module)
+    if session.is_file():  # an earlier run of this very source stopped: exec runs what is left
+        print(f"{module}: going on from {session.relative_to(ROOT)}", flush=True)
+    else:
+        SESSIONS.mkdir(exist_ok=True)
+        starting = session.with_suffix(".partial")  # renamed once every mutant is listed
+        starting.unlink(missing_ok=True)
+        run = [tools / "cosmic-ray", "init", config, starting]
+        subprocess.run(run, cwd=work, env=env, check=True)
+        if target.scope:
+            subprocess.run([tools / "cr-filter-lines", "--config", config, starting], cwd=work,
+                           env=env, check=True)  # fmt: skip
+        skip_annotations(starting, work / module)
+        starting.rename(session)
     subprocess.run([tools / "cosmic-ray", "exec", config, session], cwd=work, env=env, check=True)
     entry = summarize(session, target, (work / module).read_text())
     when = datetime.now(UTC).isoformat(timespec="minutes")
-    return entry | {"when": when, "cpu": cpu_name(), "source_sha256": source_digest(work / module)}
+    session.unlink()  # judged whole: its results go into mutation.json
+    return entry | {"when": when, "cpu": cpu_name(), "source_sha256": digest}
 
 
 def summarize(session: Path, target: Target, source: str) -> dict:
