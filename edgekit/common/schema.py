@@ -119,8 +119,12 @@ def _built(record: type[R], item: object) -> object:
 
 
 def _is_tuple(kind: Any) -> bool:
-    options = typing.get_args(kind) if typing.get_origin(kind) in _UNIONS else (kind,)
-    return any(typing.get_origin(option) is tuple for option in options)
+    return any(typing.get_origin(option) is tuple for option in _options(kind))
+
+
+def _options(kind: Any) -> tuple[Any, ...]:
+    """The types a field may hold: a union's members, or the one type."""
+    return typing.get_args(kind) if typing.get_origin(kind) in _UNIONS else (kind,)
 
 
 def type_name(kind: object) -> str:
@@ -158,8 +162,7 @@ def check_fields(
 def record_in(kind: Any) -> tuple[type | None, bool]:
     """The record a field holds, and whether a list of them: ``Step | None`` gives (Step,
     False), ``list[Step]`` (Step, True); (None, False) for any other type."""
-    options = typing.get_args(kind) if typing.get_origin(kind) in _UNIONS else (kind,)
-    for option in options:
+    for option in _options(kind):
         if dataclasses.is_dataclass(option):
             return option, False
         if typing.get_origin(option) is list and dataclasses.is_dataclass(

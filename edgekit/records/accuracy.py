@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from edgekit.common.schema import record_from
 from edgekit.records.keyed import ReadByKey
 
 
@@ -56,10 +57,8 @@ class AccuracyRecord(ReadByKey):
 
     @classmethod
     def from_dict(cls, payload: dict[str, Any]) -> AccuracyRecord:
-        known = {name for name in cls.__dataclass_fields__}
-        values = {k: v for k, v in payload.items() if k in known}
-        values["drop_ci"] = None if values.get("drop_ci") is None else tuple(values["drop_ci"])
-        return cls(**values)
+        """The record its JSON holds (``common.schema.record_from``: the one way from JSON)."""
+        return record_from(cls, payload)
 
 
 @dataclass(frozen=True)
