@@ -114,6 +114,21 @@ def cells(folder: Path, out: Path, timeout_s: float, source: dict) -> dict:
     return {"cells": found, "export_s": seconds, "export_exit": code}
 
 
+def export_again(folder: Path, column: str, out: Path, timeout_s: float, source: dict) -> dict:
+    """One cell exported again on this machine: for a failure the search did not reproduce,
+    whether export itself still refuses it here (int8 kernels differ between CPUs)."""
+    target, recipe = column.split("/")
+    args = ["export", "--model", str(folder), "--target", target, "--recipe", recipe,
+            "--data", DATA, "-o", str(out), "--input-shape", shape(source)]  # fmt: skip
+    code, payload, last = edgekit(args, timeout_s)
+    made = (payload or {}).get("artifacts") or []
+    if code == 0 and made:
+        validation = made[0]["validation"]
+        return {"exit": 0, "sqnr_db": validation["sqnr_db"],
+                "agreement": validation["top1_agreement"]}  # fmt: skip
+    return {"exit": code, "why": last}
+
+
 def shape(source: dict) -> str:
     """--input-shape, as edgekit asks for a folder whose config does not give the size."""
     return ",".join(str(n) for n in source["input"])
@@ -133,8 +148,8 @@ def culprit(
                 "op": outcome["op"], "message": outcome["message"],
                 "upstream": payload["upstream"], "weakest": payload.get("weakest")}  # fmt: skip
     if code == 0:
-        return {"class": None, "message": "the block-by-block conversion passes: the failure is "
-                "in edgekit's own export path"}  # fmt: skip
+        return {"class": None, "message": "the culprit's search did not reproduce the failure "
+                "(the whole model and each block pass its checks)"}  # fmt: skip
     return {"class": "search failed", "message": last, "exit": code}
 
 
@@ -174,7 +189,15 @@ def sweep(model_types: list[str], timeout_s: float, log=print, done=lambda rows:
 def search_again(record: dict, model_types: list[str], timeout_s: float) -> None:
     """The searches of the failed cells where the last one named no block, once more, on
     sources built again (the export verdicts stay): for when edgekit culprit changed and the
-    exports did not."""
+    exports did not. Each search records when and on which machine it ran, since the export
+    verdicts beside it may be older."""
+    from datetime import UTC, datetime
+
+    from common import machine
+
+    from edgekit.common.machine import describe
+
+    facts = machine()
     with tempfile.TemporaryDirectory(prefix="edgekit-coverage-") as tmp:
         work = Path(tmp)
         for model_type in model_types:
@@ -189,6 +212,15 @@ def search_again(record: dict, model_types: list[str], timeout_s: float) -> None
                 target, recipe = column.split("/")
                 found = culprit(work / model_type, target, recipe, work / "culprit", timeout_s,
                                 source)  # fmt: skip
+                found["searched"] = {
+                    "written": datetime.now(UTC).isoformat(timespec="minutes"),
+                    "machine": describe(facts),
+                    "fingerprint": facts.get("id"),
+                }
+                if found.get("class") is None:  # not reproduced: does export still refuse it?
+                    found["export_here"] = export_again(
+                        work / model_type, column, work / "again", timeout_s, source
+                    )
                 row["cells"][column]["culprit"] = json.loads(
                     json.dumps(found).replace(f"{work}/", "")
                 )
@@ -216,7 +248,7 @@ def _cell_text(cell: dict) -> str:
         op = f" `{found['op']}`" if found.get("op") else ""
         return f"{found['class']} in `{found['path'] or '<model>'}`{op}"
     if found and found.get("class") is None:
-        return "failed; each block converts alone"  # the failure is in export's own path
+        return "failed; not reproduced by the search"
     return f"failed ({found.get('class') or 'unsearched'})"
 
 
@@ -284,6 +316,21 @@ def _page(record: dict) -> list[str]:
                 weakest = found["weakest"]
                 where += (f"; {found['message']}; no block fails alone, the lowest SQNR alone is "
                           f"`{weakest['path']}` ({weakest['kind']}, {weakest['sqnr_db']:.1f} dB)")  # fmt: skip
+            if found.get("searched"):
+                searched = found["searched"]
+                where += (
+                    f" (searched again on {searched['written']}, {searched['machine']}; "
+                    f"fingerprint `{searched['fingerprint']}`)"
+                )
+            again = found.get("export_here")
+            if again and again["exit"] == 0:
+                where += (
+                    f"; exported again on that machine it passes (SQNR {again['sqnr_db']:.1f} "
+                    f"dB, top-1 agreement {again['agreement']:.3f}): the refusal below was made "
+                    "on the sweep's machine and is not reproduced on this one"
+                )
+            elif again:
+                where += f"; exported again on that machine it fails: {again['why'][:200]}"
             lines.append(f"- **{name} {column}** (export exit {cell['exit']}): {where}. "
                          f"Export said: {cell['why'][:300]}")  # fmt: skip
     return lines

@@ -23,7 +23,8 @@ JOURNAL_ENV = "EDGEKIT_TEMP_JOURNAL"
 FULL_BELOW_BYTES = 1 << 20  # a folder with less room than this was the reason, not a crash
 
 
-def _journal(journal: str) -> list[str]:
+def read_journal(journal: str) -> list[str]:
+    """The paths a command recorded as temporary (comment lines start with #)."""
     try:
         with open(journal) as handle:
             return [line.rstrip("\n") for line in handle if line.strip()]
@@ -43,7 +44,8 @@ def _full_folder(lines: list[str]) -> str | None:
     return None
 
 
-def _clean(lines: list[str]) -> None:
+def remove_paths(lines: list[str]) -> None:
+    """Remove the recorded temporary files and folders that are still there, newest first."""
     paths = [line for line in lines if not line.startswith("#")]
     for path in reversed(paths):
         if os.path.isdir(path) and not os.path.islink(path):
@@ -85,9 +87,9 @@ def main() -> None:
                 state["deadline"] = None
     with contextlib.suppress(ProcessLookupError):  # anything of the group still alive
         os.killpg(child.pid, signal.SIGKILL)
-    lines = _journal(journal)
+    lines = read_journal(journal)
     full = _full_folder(lines) if code != 0 and "#finished" not in lines else None
-    _clean(lines)
+    remove_paths(lines)
     with contextlib.suppress(OSError):
         os.unlink(journal)
     if state["signals"]:

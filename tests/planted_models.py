@@ -1,6 +1,8 @@
 """Models with one planted failure inside one block of a larger model, for ``edgekit culprit``
 (``planted_models:log_gamma``): the culprit must name ``body.1.odd`` each time."""
 
+import os
+import signal
 import time
 from typing import ClassVar
 
@@ -45,6 +47,15 @@ class SleepsWhenExported(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_exporting():
             time.sleep(3600)
+        return x
+
+
+class CrashesWhenExported(nn.Module):
+    """A stand-in for a converter that crashes: tracing it ends the process with SIGSEGV."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_exporting():
+            os.kill(os.getpid(), signal.SIGSEGV)
         return x
 
 
@@ -101,6 +112,10 @@ def spike() -> nn.Module:
 
 def sleeps_when_exported() -> nn.Module:
     return _planted(SleepsWhenExported())
+
+
+def crashes_when_exported() -> nn.Module:
+    return _planted(CrashesWhenExported())
 
 
 def clean() -> nn.Module:

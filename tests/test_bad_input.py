@@ -103,6 +103,10 @@ CASES = {
         ["culprit", "--target", "onnx", "--recipe", "fp16"], None, 2, "--recipe fp16"),
     "culprit-no-time-to-convert": (
         ["culprit", "--target", "onnx", "--timeout", "0"], None, 2, "--timeout 0"),
+    "export-no-time-to-convert": (
+        ["export", "--target", "onnx", "--timeout", "-5"], None, 2, "--timeout -5"),
+    "export-max-drop-under-a-deadline": (
+        ["export", "--int8", "--max-drop", "1", "--timeout", "60"], None, 2, "drop --timeout"),
     "culprit-unknown-model": (
         ["culprit", "--target", "onnx", "--model", "zoo:alexnet"], None, 2, "no such zoo model"),
     "export-unknown-zoo-model": (

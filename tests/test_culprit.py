@@ -18,6 +18,7 @@ from cli_helpers import run_cli
 from edgekit.culprit.harness import judged
 from edgekit.culprit.outcome import op_named
 from edgekit.culprit.search import children_of
+from edgekit.export.pipeline import VALIDATION_SAMPLES
 
 TARGETS = ("tflite", "onnx", "executorch")
 PLANTED = "body.1.odd"  # where tests/planted_models.py puts the odd block
@@ -88,14 +89,23 @@ def test_an_error_that_builds_up_is_judged_by_agreement_and_its_weakest_block_na
     capsys, tmp_path
 ):
     """int8 keeps every block's SQNR but flips the whole model's top-1: the whole model is
-    judged as export judges it (agreement included), and with no block failing alone the
-    block where most of the error enters is named."""
+    judged as export judges it (its validation images, its calibration, agreement included),
+    and with no block failing alone the block where most of the error enters is named."""
+    export = ["export", "--model", "planted_models:near_tie", "--target", "onnx", "--recipe"]
+    exported = run_cli(capsys, *export, "int8", "-o", str(tmp_path / "export"))
+    assert exported.code == 1 and "validation failed" in exported.err
+    [rejected] = (tmp_path / "export").glob("*.onnx.rejected")
+    validation = json.loads(Path(f"{rejected}.json").read_text())["validation"]
     result, record, folder = _culprit(capsys, tmp_path, "near_tie", "onnx", "int8")
     assert result.code == 1, result.err
     outcome = record["culprit"]["outcome"]
     assert record["culprit"]["path"] == "" and outcome["failure"] == "mismatch"
     verdict = outcome["verdict"]
-    assert verdict["agreement"] < verdict["min_agreement"] and verdict["inputs"] == 32
+    # the refusal export made is the one the search reproduces, figure for figure
+    assert verdict["inputs"] == VALIDATION_SAMPLES
+    assert verdict["agreement"] == pytest.approx(validation["top1_agreement"])
+    assert verdict["sqnr_db"] == pytest.approx(validation["sqnr_db"], abs=0.05)
+    assert verdict["agreement"] < verdict["min_agreement"]
     assert verdict["sqnr_db"] >= verdict["min_sqnr_db"]  # SQNR alone would have passed it
     assert outcome["message"].startswith("top-1 agreement ")
     children = {t["path"]: t for t in record["tried"] if t["path"]}

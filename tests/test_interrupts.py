@@ -165,6 +165,35 @@ def test_the_supervisor_kills_the_group_within_the_5_seconds_it_promises():
     assert 0 < GRACE_S < 5.0
 
 
+def _processes_naming(*texts: str) -> list[int]:
+    """The live processes whose command line contains each of ``texts``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            line = (entry / "cmdline").read_text(errors="replace") if entry.name.isdigit() else ""
+            if line and all(text in line for text in texts):
+                found.append(int(entry.name))
+    return found
+
+
+def test_ctrl_c_stops_a_bounded_conversion_and_its_child(tmp_path):
+    """``export --timeout`` converts in a child process: Ctrl-C ends the command and the child
+    with it, the converter's scratch folder removed."""
+    out = tmp_path / "out"
+    hangs = ["--model", "planted_models:sleeps_when_exported", "--data", "synthetic:64"]
+    process = _start(
+        ["export", *hangs, "--target", "onnx", "--timeout", "600", "-o", str(out)], tmp_path
+    )
+    scratch = _scratch(tmp_path)
+    _wait_until(process, lambda: list(scratch.glob("edgekit-convert-*/log")), "the child's log")
+    child = ("edgekit.export.bounded", str(out))
+    _wait_until(process, lambda: _processes_naming(*child), "the child process")
+    code, _, err = _stop(process, signal.SIGINT)
+    assert code == 130, (code, err[-500:])
+    assert _processes_naming(*child) == []  # the hanging child went with the command
+    assert not list(scratch.glob("edgekit-*")) and not _partials(out)
+
+
 @pytest.mark.slow
 @pytest.mark.timing  # a wall-clock promise: measured alone, after the parallel phase
 def test_ctrl_c_stops_an_export_within_5_seconds(tmp_path):

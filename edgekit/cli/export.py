@@ -93,6 +93,14 @@ def export(
             "--culprit", help="for each cell that fails, find the block that makes it fail"
         ),
     ] = False,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            help="run each conversion in a child process and end it after SECONDS: a hang or "
+            "crash is refused in one line and the other cells go on",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     foreign: ForeignOptions = None,
 ) -> None:
@@ -104,6 +112,8 @@ def export(
     from edgekit.sources.load import load_model
     from edgekit.targets import parse_targets
 
+    if timeout is not None and timeout <= 0:
+        raise UserInputError(f"--timeout {timeout:g}: give a positive number of seconds")
     recipes = chosen_recipes(recipe, int8, fp16, int8_dynamic)
     targets = parse_targets(target)
     source = load_model(
@@ -116,6 +126,8 @@ def export(
             raise UserInputError("--max-drop needs --int8")
         if keep:
             raise UserInputError("--max-drop chooses the float layers itself; drop --keep-float")
+        if timeout is not None:
+            raise UserInputError("--max-drop converts in this process; drop --timeout")
         from edgekit.export.accuracy_aware import export_accuracy_aware
         from edgekit.worker.latency import NoiseGuard
 
@@ -150,6 +162,7 @@ def export(
                     calibration_samples=calibration_samples,
                     io_dtype=io,
                     keep_float=keep,
+                    timeout_s=timeout,
                 )
             except (UnsupportedExport, ExportRejected) as exc:
                 if len(targets) * len(recipes) == 1 and not culprit:
@@ -163,7 +176,7 @@ def export(
         for target_name, recipe_name, _ in failures:
             if recipe_name in ("fp32", "int8"):
                 search_and_show(source, data, target_name, recipe_name,
-                                output / "culprit", 300.0, as_json=False)  # fmt: skip
+                                output / "culprit", timeout or 300.0, as_json=False)  # fmt: skip
     if as_json:
         payload = {
             "artifacts": [

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-AGREEMENT_INPUTS = 32  # the whole model's inputs: export validates top-1 agreement on as many
-
 
 class Worker:
     def __init__(self, request: dict[str, Any], answer: Any) -> None:
         from edgekit.culprit.record import block_calls
+        from edgekit.export.pipeline import VALIDATION_SAMPLES
+        from edgekit.quantize.calibration import DEFAULT_SAMPLES, sample_calibration
         from edgekit.quantize.recipes import get_recipe
         from edgekit.sources.data import load_dataset
         from edgekit.sources.load import reload_model
@@ -48,10 +48,11 @@ class Worker:
         self.model = source.module.eval()
         dataset = load_dataset(request["data"], source.preprocess)
         self.checks = dataset.evaluation.x[: request["checks"]]
-        # the whole model is judged as export judges it, top-1 agreement included, which
-        # needs more inputs than a block's SQNR does
-        self.whole_checks = dataset.evaluation.x[: max(request["checks"], AGREEMENT_INPUTS)]
         self.calibration = dataset.calibration.x[: request["calibration"]]
+        # the whole model is judged as export judges it: on export's validation images and
+        # calibrated on export's draw, so a refusal of export's is reproduced, not missed
+        self.whole_checks = dataset.evaluation.x[:VALIDATION_SAMPLES]
+        self.whole_calibration = sample_calibration(dataset, DEFAULT_SAMPLES).x
         self.calls = block_calls(self.model, self.checks[:1])
         self.say({"ready": [call.to_dict() for call in self.calls.values()]})
 
@@ -62,10 +63,14 @@ class Worker:
     def inputs(self, path: str) -> tuple[np.ndarray, np.ndarray | None]:
         from edgekit.culprit.record import block_inputs
 
-        checks = block_inputs(self.model, path, self.whole_checks if path == "" else self.checks)
+        if path == "":
+            checks, calibration = self.whole_checks, self.whole_calibration
+        else:
+            checks, calibration = self.checks, self.calibration
+        checks = block_inputs(self.model, path, checks)
         if self.recipe != "int8":
             return checks, None
-        return checks, block_inputs(self.model, path, self.calibration)
+        return checks, block_inputs(self.model, path, calibration)
 
     def attempt(self, path: str) -> dict[str, Any]:
         import torch

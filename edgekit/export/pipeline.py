@@ -65,8 +65,11 @@ def export_artifact(
     io_dtype: str = "float32",
     keep_float: tuple[str, ...] = (),
     validation_samples: int = VALIDATION_SAMPLES,
+    timeout_s: float | None = None,
 ) -> ExportResult:
-    """Export ``source`` for ``target`` with ``recipe`` into ``out_dir``, validated."""
+    """Export ``source`` for ``target`` with ``recipe`` into ``out_dir``, validated. With
+    ``timeout_s`` the conversion runs in a child process ended after that many seconds
+    (edgekit.export.bounded): a converter that hangs or crashes is refused in one line."""
     started = time.perf_counter()
     plugin = get_target(target)
     spec = get_recipe(recipe)
@@ -76,11 +79,7 @@ def export_artifact(
             f"--io {io_dtype} applies to --recipe int8 on a target with integer I/O, not "
             f"{target}/{recipe}"
         )
-    exported_from = source
-    origin = _origin(source)
-    if source.framework not in plugin.frameworks and origin is not None:
-        # an .onnx source for a torch target: converted once (one line naming a missing op)
-        exported_from = origin.convert_source(source, target)
+    exported_from = exportable(source, target)
     reason = plugin.unsupported_reason(recipe, exported_from, io_dtype)
     if reason:
         raise UnsupportedExport(f"{target}/{recipe}: not supported for {source.name}: {reason}")
@@ -112,7 +111,12 @@ def export_artifact(
     check_space(out_dir, source)
     try:
         try:
-            info = plugin.export(request)
+            if timeout_s is None:
+                info = plugin.export(request)
+            else:
+                from edgekit.export.bounded import export_in_child
+
+                info = export_in_child(target, source, request, timeout_s)
         except (EdgekitError, OSError, MemoryError):  # a full disk is said by its own handler
             raise
         except Exception as exc:  # the converter's own failure: its words, not "a bug in edgekit"
@@ -171,6 +175,15 @@ def export_artifact(
             f"{figures['max_abs_diff']:.3g}; kept under the .rejected name"
         )
     return ExportResult(Artifact(final, manifest), time.perf_counter() - started, warnings)
+
+
+def exportable(source: SourceModel, target: str) -> SourceModel:
+    """The source ``target`` converts: an .onnx source for a torch target is converted once
+    (one line naming a missing op); any other source is itself."""
+    origin = _origin(source)
+    if source.framework not in get_target(target).frameworks and origin is not None:
+        return origin.convert_source(source, target)
+    return source
 
 
 def _origin(source: SourceModel) -> Any:
