@@ -24,6 +24,8 @@ from sklearn.datasets import load_digits
 
 BOARD = "ssh://board"
 QUICK = [*QUICK_BENCH, "--sessions", "2"]
+# one session where the step tests plumbing, not sessions: each opens every worker on QEMU again
+ONE_SESSION = [*QUICK_BENCH, "--sessions", "1"]
 CONFIG_DIR = Path(os.environ["EDGEKIT_SSH_CONFIG"]).parent  # the board's folder
 BOARD_HOME = CONFIG_DIR / "home" / ".cache" / "edgekit-board"  # the board's work directory
 SSHD_CONFIG = CONFIG_DIR / "sshd_config"
@@ -125,7 +127,7 @@ def scenario(out_dir: Path, out: dict) -> None:
     step("eval", ["eval", tflite, "--device", BOARD, "--data", str(small), "--json"], out)
     quick_data = ["--data", "synthetic:32"]
     step("check", ["check", tflite, "--device", BOARD, *quick_data, "--max-drop", "100"], out)
-    step("bench", ["bench", tflite, onnx, "--device", BOARD, "--json", *QUICK], out)
+    step("bench", ["bench", tflite, onnx, "--device", BOARD, "--json", *ONE_SESSION], out)
     # golden vectors made here, checked on the board (its outputs against the host's)
     for suffix in ("tflite", "onnx", "pte"):
         made = str(artifacts / f"digits-mobilenet-int8.{suffix}")
@@ -160,7 +162,8 @@ def scenario(out_dir: Path, out: dict) -> None:
     step("refused", ["eval", tflite, "--device", "stranger", "--config", str(boards)], out)
     step("no_python", ["eval", tflite, "--device", "bare", "--config", str(boards)], out)
     hang_env = dict(os.environ, EDGEKIT_TEST_CRASH="hang-in-block")
-    step("hang", ["bench", tflite, "--device", BOARD, "--timeout", "10", *QUICK], out, env=hang_env)
+    hang = ["bench", tflite, "--device", BOARD, "--timeout", "10", *ONE_SESSION]
+    step("hang", hang, out, env=hang_env)
 
     def ctrl_c(process: subprocess.Popen) -> None:
         time.sleep(2.0)  # both workers are on the board, timing

@@ -126,6 +126,7 @@ def test_a_golden_bundle_made_here_passes_on_the_board(scenario, suffix):
     assert result["device"].startswith("ssh://") and len(result["per_image_max_abs_diff"]) == 8
 
 
+@pytest.mark.board
 def test_tune_searches_on_the_board_and_writes_its_winner_for_it(scenario):
     step = scenario["tune"]
     assert step["rc"] == 0, step["stderr"]
