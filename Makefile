@@ -42,6 +42,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/python scripts/mutation_results.py --check
 	store=$$(mktemp -d) && trap 'rm -rf "$$store"' EXIT && \
 	  { NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet & docs=$$!; } && \
 	  { env -u PYTHONDONTWRITEBYTECODE EDGEKIT_TEST_STORE=$$store \

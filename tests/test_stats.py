@@ -4,6 +4,7 @@ test here was written to kill mutants `make mutation` found alive)."""
 from __future__ import annotations
 
 import warnings
+from dataclasses import FrozenInstanceError
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from scipy import stats as scipy_stats
 from edgekit.common.metrics import compare_outputs, sqnr_db
 from edgekit.common.stats import (
     LevelFit,
+    TwoLevelFit,
     band_of,
     chance_to_hold,
     combined,
@@ -346,6 +348,14 @@ def test_session_prediction_pools_each_sides_spread_and_widens_with_fewer_sessio
     # a side's level does not count, only its spread about its own mean
     assert session_prediction([[1.0, 1.1, 1.21], [5.0, 5.5, 6.05]], sessions=3) == pooled
     assert session_prediction([[1.0], [2.0]], sessions=1) is None  # no spread to see
+    # two sessions are enough to see a spread (df 1); the prediction for one more session
+    two = session_prediction([[1.0, 1.1]], sessions=2)
+    spread = math.log(1.1) / math.sqrt(2)  # the sample deviation of two logs log 1.1 apart
+    assert math.log(two[1]) == pytest.approx(12.706205 * spread * math.sqrt(1.5), rel=1e-4)
+    # a prediction for a single session is the widest; none for no session at all
+    one = session_prediction([[1.0, 1.1, 1.21]], sessions=1)
+    assert math.log(one[1]) == pytest.approx(4.302653 * math.log(1.1) * math.sqrt(2), rel=1e-4)
+    assert session_prediction([[1.0, 1.1, 1.21]], sessions=0) is None
 
 
 def around(centre: float, half: float) -> tuple[float, float]:
@@ -363,6 +373,9 @@ def test_two_runs_agree_when_their_estimates_are_within_both_intervals_together(
     assert not runs_agree(further, around(0.051, 0.04), first, around(0.0, 0.03))
     # either interval alone is too narrow; only together do they reach
     assert not runs_agree(first, around(0.0, 0.03), float(np.exp(0.045)), around(0.045, 0.0))
+    # on the edge of the reach counts as agreeing; two alike figures agree, whatever their size
+    assert runs_agree(1.0, (0.5, 2.0), 2.0, (2.0, 2.0))
+    assert runs_agree(3.0, (2.9, 3.1), 3.0, (2.9, 3.1))
 
 
 def test_a_calibrated_interval_holds_another_runs_estimate_less_often_than_its_confidence():
@@ -376,6 +389,7 @@ def test_a_calibrated_interval_holds_another_runs_estimate_less_often_than_its_c
         2 * scipy_stats.norm.cdf(1.644854 / np.sqrt(2)) - 1, abs=1e-6
     )
     assert chance_to_hold((1.0, 1.0), around(0.0, 0.03)) == 0.0  # a point holds nothing
+    assert chance_to_hold((1.0, 1.0), (1.0, 1.0)) == 0.0
 
 
 def test_sessions_open_at_once_count_as_one_side_with_the_variance_of_their_mean():
@@ -385,6 +399,20 @@ def test_sessions_open_at_once_count_as_one_side_with_the_variance_of_their_mean
     assert both.log_level == pytest.approx(0.2)
     assert both.variance == pytest.approx((0.04 + 0.02) / 4)  # the variance of a mean of two
     assert (both.df, both.sessions, both.own_variance) == (3.0, 4, True)
+    # three at once: the variance of a mean of three is their sum over nine
+    three = combined([first, second, LevelFit(0.2, 0.03, 4.0, 4)])
+    assert three.variance == pytest.approx((0.04 + 0.02 + 0.03) / 9)
+
+
+def test_a_fit_is_a_value_that_no_reader_can_change():
+    # one fit is read by the report, the recommendation and the history at once
+    fit = LevelFit(0.1, 0.04, 5.0, 4)
+    assert fit.own_variance is False  # the pool's variance unless the fit says otherwise
+    with pytest.raises(FrozenInstanceError):
+        fit.variance = 0.0
+    pool = TwoLevelFit([fit], session_var=0.01, round_var=0.001, rounds_per_session=3.0)
+    with pytest.raises(FrozenInstanceError):
+        pool.session_var = 0.0
 
 
 def test_the_degrees_of_freedom_of_a_difference_are_welch_satterthwaites():
@@ -394,6 +422,10 @@ def test_the_degrees_of_freedom_of_a_difference_are_welch_satterthwaites():
     )
     # alike degrees of freedom are kept as they are, whatever the variances (equal, not same)
     assert pair_df(LevelFit(0.0, 0.01, 4.0, 5), LevelFit(0.0, 0.01, float("4"), 5)) == 4.0
+    # whichever side has more
+    assert pair_df(LevelFit(0.0, 0.02, 9.0, 10), LevelFit(0.0, 0.01, 4.0, 5)) == pytest.approx(
+        12.96, abs=0.01
+    )
     # no variance on either side: the fewer degrees of freedom
     assert pair_df(LevelFit(0.0, 0.0, 4.0, 5), LevelFit(0.0, 0.0, 9.0, 10)) == 4.0
 
@@ -406,12 +438,27 @@ def test_a_level_ratio_is_a_t_interval_on_the_log_scale():
     assert (low, high) == pytest.approx((np.exp(0.2 - half), np.exp(0.2 + half)))
 
 
+def test_a_level_ratio_of_one_degree_of_freedom_or_fewer_uses_one():
+    side, reference = LevelFit(0.2, 0.0004, 1.0, 2), LevelFit(0.0, 0.0005, 1.0, 2)
+    _, (low, high) = level_ratio(side, reference)
+    half = scipy_stats.t.ppf(0.975, 1.0) * np.sqrt(0.0009)
+    assert (low, high) == pytest.approx((np.exp(0.2 - half), np.exp(0.2 + half)))
+    fewer = LevelFit(0.2, 0.0004, 0.5, 2), LevelFit(0.0, 0.0005, 0.5, 2)
+    assert level_ratio(*fewer)[1] == pytest.approx((low, high))
+
+
 def test_tukeys_quantile_holds_three_or_more_levels_at_once():
     assert simultaneous_quantile(2, 10.0) == pytest.approx(scipy_stats.t.ppf(0.975, 10.0))
+    # one pair is the t quantile at its own degrees of freedom, neither rounded nor clamped
+    assert simultaneous_quantile(2, 12.34) == pytest.approx(scipy_stats.t.ppf(0.975, 12.34))
+    assert simultaneous_quantile(2, 5000.0) == pytest.approx(scipy_stats.t.ppf(0.975, 5000.0))
     three = scipy_stats.studentized_range.ppf(0.95, 3, 10.0) / np.sqrt(2)
     assert simultaneous_quantile(3, 10.0) == pytest.approx(three)
     # freedom is clamped to [1, 1000] and rounded to a tenth (the cache's key)
     assert simultaneous_quantile(4, 0.5) == pytest.approx(simultaneous_quantile(4, 1.0))
+    assert simultaneous_quantile(4, 1.0) == pytest.approx(
+        scipy_stats.studentized_range.ppf(0.95, 4, 1.0) / np.sqrt(2)
+    )
     assert simultaneous_quantile(4, 12.34) == pytest.approx(
         scipy_stats.studentized_range.ppf(0.95, 4, 12.3) / np.sqrt(2)
     )
@@ -424,19 +471,41 @@ def test_relative_half_width_is_the_farther_reach_from_the_ratio():
     assert relative_half_width((1.8, 2.5), 2.0) == pytest.approx(0.25)
     assert relative_half_width((1.5, 2.1), 2.0) == pytest.approx(0.25)
     assert relative_half_width((1.0, 2.0), 0.0) == float("inf")
+    assert relative_half_width((1.0, 2.0), -1.0) == float("inf")  # no ratio of latencies
+    # an interval reaching past twice the ratio: the whole reach, not its fraction past 1
+    assert relative_half_width((1.5, 5.0), 2.0) == pytest.approx(1.5)
 
 
 def test_a_recorded_ratio_reads_both_sides_fits_or_else_their_rounds():
     side = {"latency_fit": LevelFit(0.2, 0.0004, 6.0, 7).to_dict(), "rounds_ms": [2.0] * 4}
     reference = {"latency_fit": LevelFit(0.0, 0.0005, 6.0, 7).to_dict(), "rounds_ms": [1.0] * 4}
-    ratio, _ = recorded_ratio(side, reference)
+    ratio, interval = recorded_ratio(side, reference)
     assert ratio == pytest.approx(np.exp(0.2))
+    # at 95 % unless told: the interval a level ratio of the two fits gives
+    fits = LevelFit.from_dict(side["latency_fit"]), LevelFit.from_dict(reference["latency_fit"])
+    assert interval == pytest.approx(level_ratio(*fits, 0.95)[1])
     # one side without a fit (recorded before it existed): both from their paired rounds
     older = {"rounds_ms": [1.0, 1.0, 1.0, 1.0]}
     ratio, interval = recorded_ratio(side, older)
     assert ratio == pytest.approx(2.0) and interval == pytest.approx((2.0, 2.0))
     ratio, _ = recorded_ratio({"rounds_ms": [2.0] * 4}, reference)
     assert ratio == pytest.approx(2.0)
+    # rounds of one session widened by the recorded noise band (either side's, the larger)
+    wobbly, steady_rounds = {"rounds_ms": [2.0, 2.1, 2.0, 2.1], "noise_band": 0.05}, [1.0] * 4
+    plain = ratio_interval(wobbly["rounds_ms"], steady_rounds)[1]
+    assert recorded_ratio(wobbly, {"rounds_ms": steady_rounds})[1] == pytest.approx(
+        (plain[0] / 1.05, plain[1] * 1.05)
+    )
+    # rounds recorded with their sessions: the interval between sessions, not between rounds
+    rounds = {"rounds_ms": [2.0, 2.1, 2.6, 2.7], "round_sessions": [0, 0, 1, 1]}
+    steady = {"rounds_ms": [1.0, 1.0, 1.0, 1.0]}
+    sessions = [0, 0, 1, 1]
+    assert recorded_ratio(rounds, steady)[1] == pytest.approx(
+        ratio_interval(rounds["rounds_ms"], steady["rounds_ms"], sessions)[1]
+    )
+    assert recorded_ratio(rounds, steady)[1] != pytest.approx(
+        ratio_interval(rounds["rounds_ms"], steady["rounds_ms"])[1]
+    )
 
 
 def test_a_recorded_ratio_reads_a_fit_as_a_record_or_as_its_json():
