@@ -18,18 +18,10 @@ import sys
 import tempfile
 import time
 
+from edgekit.common.fileio import JOURNAL_ENV, read_journal, remove_paths
+
 GRACE_S = 4.0
-JOURNAL_ENV = "EDGEKIT_TEMP_JOURNAL"
 FULL_BELOW_BYTES = 1 << 20  # a folder with less room than this was the reason, not a crash
-
-
-def read_journal(journal: str) -> list[str]:
-    """The paths a command recorded as temporary (comment lines start with #)."""
-    try:
-        with open(journal) as handle:
-            return [line.rstrip("\n") for line in handle if line.strip()]
-    except OSError:
-        return []
 
 
 def _full_folder(lines: list[str]) -> str | None:
@@ -42,17 +34,6 @@ def _full_folder(lines: list[str]) -> str | None:
             if shutil.disk_usage(folder).free < FULL_BELOW_BYTES:
                 return folder
     return None
-
-
-def remove_paths(lines: list[str]) -> None:
-    """Remove the recorded temporary files and folders that are still there, newest first."""
-    paths = [line for line in lines if not line.startswith("#")]
-    for path in reversed(paths):
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
 
 
 def main() -> None:

@@ -183,7 +183,19 @@ def test_all_zero_outputs_are_degenerate_not_a_mismatch():
             "aten.lgamma.default",
         ),
         ("'tfl.slice' op quantization parameters violate the same scale constraint", "tfl.slice"),
+        (
+            "tflite/kernels/broadcast_to.cc Output shape must be broadcastable from input "
+            "shape.Node number 19 (BROADCAST_TO) failed to prepare.",
+            "BROADCAST_TO",
+        ),
+        (
+            "Attempting to convert non-NHWC compatible node to NHWC: dequantize_per_tensor_15",
+            "dequantize_per_tensor",
+        ),
+        ("amax.default only supports keep_dim == True", "amax.default"),
+        ("\"histogram_cpu\" not implemented for 'Long'", "histogram_cpu"),
         ("Could not guard on data-dependent expression Eq(u0, 1)", None),
+        ("Failed to load method forward, error: 0x:1", None),
     ],
 )
 def test_the_op_is_read_from_each_converters_words(message, op):

@@ -7,6 +7,7 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +45,26 @@ def journal(path: Path | str) -> None:
     if target:
         with contextlib.suppress(OSError), open(target, "a") as handle:
             handle.write(f"{Path(path).resolve()}\n")
+
+
+def read_journal(journal: str | Path) -> list[str]:
+    """The paths ``journal`` recorded as temporary (lines starting with # are notes)."""
+    try:
+        with open(journal) as handle:
+            return [line.rstrip("\n") for line in handle if line.strip()]
+    except OSError:
+        return []
+
+
+def remove_paths(lines: list[str]) -> None:
+    """Remove the recorded temporary files and folders that are still there, newest first."""
+    paths = [line for line in lines if not line.startswith("#")]
+    for path in reversed(paths):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 @contextlib.contextmanager

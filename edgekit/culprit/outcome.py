@@ -23,6 +23,14 @@ _OP_PATTERNS = (
     re.compile(r"target=torch\.ops\.([\w.]+)\]"),
     re.compile(r"'(tfl\.\w+)' op"),
     re.compile(r"\b(aten\.\w+(?:\.\w+)?)"),
+    # LiteRT's interpreter names the node that failed to prepare by its op (or its delegate)
+    re.compile(r"Node number \d+ \((\w+)\) failed"),
+    # litert-torch's layout pass names the graph node, numbered per graph: the op without it
+    re.compile(r"node to NHWC: ([a-z][a-z0-9_]*?)(?:_\d+)?\b"),
+    # an ExecuTorch/XNNPACK partitioner rule names the overload it refuses
+    re.compile(r"^([a-z_]+\.default) only supports"),
+    # a kernel missing for a dtype: "histogram_cpu" not implemented for 'Long'
+    re.compile(r'"(\w+)" not implemented for'),
 )
 
 

@@ -20,10 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.common.fileio import temporary_directory
+from edgekit.common.fileio import JOURNAL_ENV, read_journal, remove_paths, temporary_directory
 from edgekit.errors import EdgekitError, UnsupportedExport, first_line
 from edgekit.sources.source import SourceModel
-from edgekit.supervise import JOURNAL_ENV, read_journal, remove_paths
 from edgekit.targets.base import ExportInfo, ExportRequest
 from edgekit.targets.session import TensorSpec
 
@@ -77,7 +76,7 @@ def export_in_child(
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
                 process.wait()
-                remove_paths(read_journal(str(child_journal)))
+                remove_paths(read_journal(child_journal))
         said = json.loads(answer.read_text()) if answer.is_file() else None
         if said is None:
             how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
@@ -116,7 +115,7 @@ def _last_words(log: Path) -> str:
 
 
 def _convert(message: dict[str, Any]) -> dict[str, Any]:
-    from edgekit.export.pipeline import exportable
+    from edgekit.export.convertible import exportable
     from edgekit.sources.load import reload_model
     from edgekit.targets import get_target
 

@@ -28,6 +28,7 @@ from edgekit.errors import (
     UserInputError,
     first_line,
 )
+from edgekit.export.convertible import exportable
 from edgekit.quantize.calibration import DEFAULT_SAMPLES, CalibrationSet, sample_calibration
 from edgekit.quantize.recipes import get_recipe
 from edgekit.results import io_suffix, parse_io
@@ -175,23 +176,6 @@ def export_artifact(
             f"{figures['max_abs_diff']:.3g}; kept under the .rejected name"
         )
     return ExportResult(Artifact(final, manifest), time.perf_counter() - started, warnings)
-
-
-def exportable(source: SourceModel, target: str) -> SourceModel:
-    """The source ``target`` converts: an .onnx source for a torch target is converted once
-    (one line naming a missing op); any other source is itself."""
-    origin = _origin(source)
-    if source.framework not in get_target(target).frameworks and origin is not None:
-        return origin.convert_source(source, target)
-    return source
-
-
-def _origin(source: SourceModel) -> Any:
-    """The target that loaded a model-file source (an .onnx), else None."""
-    from edgekit.targets import target_for_suffix
-
-    name = target_for_suffix(Path(source.spec).suffix)
-    return get_target(name) if name is not None and get_target(name).loads_source else None
 
 
 def check_space(out_dir: Path, source: SourceModel) -> None:
