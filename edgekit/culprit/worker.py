@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from edgekit.common.children import child_environment, last_words
 from edgekit.culprit.outcome import Outcome
 from edgekit.errors import UnsupportedExport
 
@@ -53,9 +54,7 @@ class BlockWorker:
     def start(self) -> list[dict[str, Any]]:
         read_fd, write_fd = os.pipe()
         message = {**self.request.__dict__, "answer_fd": write_fd}
-        # the child imports what this process imported: the user's model module among them
-        paths = [entry for entry in sys.path if entry and os.path.isdir(entry)]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+        env = child_environment()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "edgekit.culprit.child", json.dumps(message)],
             stdin=subprocess.PIPE,
@@ -135,9 +134,7 @@ class BlockWorker:
 
     def _last_words(self) -> str:
         self.log.seek(0)
-        lines = [line.strip() for line in self.log.read().decode(errors="replace").splitlines()]
-        lines = [line for line in lines if line]
-        return lines[-1][:300] if lines else "it said nothing"
+        return last_words(self.log.read())
 
     def stop(self) -> None:
         if self.process is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from edgekit.common.children import child_environment, last_words
 from edgekit.common.fileio import JOURNAL_ENV, read_journal, remove_paths, temporary_directory
 from edgekit.errors import EdgekitError, UnsupportedExport, first_line
 from edgekit.sources.source import SourceModel
@@ -49,14 +49,10 @@ def export_in_child(
             "keep_float": list(request.keep_float),
             "answer": str(answer),
         }
-        # the child imports what this process imported: the user's model module among them
-        paths = [entry for entry in sys.path if entry and os.path.isdir(entry)]
         # the child's scratch files go to a journal of its own: what a killed or crashed child
         # left (a converter's work folder beside the artifact) is removed here
         child_journal = folder / "journal"
-        env = dict(
-            os.environ, PYTHONPATH=os.pathsep.join(paths), **{JOURNAL_ENV: str(child_journal)}
-        )
+        env = child_environment(**{JOURNAL_ENV: str(child_journal)})
         with open(folder / "log", "wb") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "edgekit.export.bounded", json.dumps(message)],
@@ -80,9 +76,8 @@ def export_in_child(
         said = json.loads(answer.read_text()) if answer.is_file() else None
         if said is None:
             how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-            raise UnsupportedExport(
-                f"{label}: the converter crashed ({how}): {_last_words(folder / 'log')}"
-            )
+            words = last_words((folder / "log").read_bytes())
+            raise UnsupportedExport(f"{label}: the converter crashed ({how}): {words}")
     if "error" in said:
         raise _error(said["error"], said["message"], label)
     return ExportInfo(
@@ -107,11 +102,6 @@ def _error(kind: str, message: str, label: str) -> Exception:
     if isinstance(builtin, type) and issubclass(builtin, (OSError, MemoryError)):
         return builtin(message)
     return UnsupportedExport(f"{label}: the converter failed ({kind}: {message})")
-
-
-def _last_words(log: Path) -> str:
-    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
-    return lines[-1][:300] if lines else "it said nothing"
 
 
 def _convert(message: dict[str, Any]) -> dict[str, Any]:
