@@ -45,6 +45,12 @@ class UnsupportedExport(EdgekitError):
     exit_code = 1
 
 
+def converter_failed(label: str, kind: str, line: str) -> UnsupportedExport:
+    """A converter's own exception in its words (not "a bug in edgekit"), raised alike by an
+    export in process and by one whose conversion ran in a child (edgekit.export.bounded)."""
+    return UnsupportedExport(f"{label}: the converter failed ({kind}: {line})")
+
+
 class MovedPathWarning(DeprecationWarning):
     """An import through a module path from before the tree's move (0.3): it works for one
     release; the warning names the new path."""

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -119,9 +120,13 @@ def test_an_error_that_builds_up_is_judged_by_agreement_and_its_weakest_block_na
     assert ran.returncode == 1 and "mismatch" in ran.stderr and "'agreement'" in ran.stderr
 
 
-def test_a_hanging_conversion_ends_at_the_timeout_as_a_hang(capsys, tmp_path):
+def test_a_hanging_conversion_ends_at_the_timeout_as_a_hang(capsys, tmp_path, monkeypatch):
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
     result, record, _ = _culprit(capsys, tmp_path, "sleeps_when_exported", "onnx", "fp32",
                                  "--timeout", "8")  # fmt: skip
+    assert list(temporary.iterdir()) == []  # the killed worker's scratch went with it
     assert result.code == 1, result.err
     outcome = record["culprit"]["outcome"]
     assert record["culprit"]["path"] == PLANTED

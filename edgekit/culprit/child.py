@@ -91,7 +91,7 @@ class Worker:
             stage[0] = name
             self.say({"stage": name})
 
-        scratch = Path(tempfile.mkdtemp(prefix="edgekit-culprit-"))
+        scratch = Path(tempfile.mkdtemp(prefix="block-"))  # under the worker's TMPDIR
         try:
             run = self.convert_block(module, checks[0], self.recipe, calibration, scratch, enter)
             outputs = np.stack([run(x) for x in checks])

@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgekit.common.children import child_environment, last_words
+from edgekit.common.fileio import journal
 from edgekit.culprit.outcome import Outcome
 from edgekit.errors import UnsupportedExport
 
@@ -44,6 +46,10 @@ class BlockWorker:
         self.buffer = b""
         self.blocks: list[dict[str, Any]] = []
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        # the child's TMPDIR: a worker killed mid-conversion (a hang, a crash) leaves its
+        # converters' scratch here, and close() removes it (the supervisor does, after Ctrl-C)
+        self.scratch = tempfile.mkdtemp(prefix="edgekit-culprit-")
+        journal(self.scratch)
 
     def __enter__(self) -> BlockWorker:
         return self
@@ -54,7 +60,7 @@ class BlockWorker:
     def start(self) -> list[dict[str, Any]]:
         read_fd, write_fd = os.pipe()
         message = {**self.request.__dict__, "answer_fd": write_fd}
-        env = child_environment()
+        env = child_environment(TMPDIR=self.scratch)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "edgekit.culprit.child", json.dumps(message)],
             stdin=subprocess.PIPE,
@@ -153,3 +159,4 @@ class BlockWorker:
     def close(self) -> None:
         self.stop()
         self.log.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)

@@ -21,7 +21,7 @@ import numpy as np
 
 from edgekit.common.children import child_environment, last_words
 from edgekit.common.fileio import JOURNAL_ENV, read_journal, remove_paths, temporary_directory
-from edgekit.errors import EdgekitError, UnsupportedExport, first_line
+from edgekit.errors import EdgekitError, UnsupportedExport, converter_failed, first_line
 from edgekit.sources.source import SourceModel
 from edgekit.targets.base import ExportInfo, ExportRequest
 from edgekit.targets.session import TensorSpec
@@ -101,7 +101,7 @@ def _error(kind: str, message: str, label: str) -> Exception:
     builtin = getattr(builtins, kind, None)
     if isinstance(builtin, type) and issubclass(builtin, (OSError, MemoryError)):
         return builtin(message)
-    return UnsupportedExport(f"{label}: the converter failed ({kind}: {message})")
+    return converter_failed(label, kind, message)
 
 
 def _convert(message: dict[str, Any]) -> dict[str, Any]:

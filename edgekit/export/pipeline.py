@@ -26,6 +26,7 @@ from edgekit.errors import (
     ExportRejected,
     UnsupportedExport,
     UserInputError,
+    converter_failed,
     first_line,
 )
 from edgekit.export.convertible import exportable
@@ -121,10 +122,8 @@ def export_artifact(
         except (EdgekitError, OSError, MemoryError):  # a full disk is said by its own handler
             raise
         except Exception as exc:  # the converter's own failure: its words, not "a bug in edgekit"
-            raise UnsupportedExport(
-                f"{target}/{recipe}: not supported for {source.name}: the converter failed "
-                f"({type(exc).__name__}: {first_line(exc)})"
-            ) from exc
+            label = f"{target}/{recipe}: not supported for {source.name}"
+            raise converter_failed(label, type(exc).__name__, first_line(exc)) from exc
         if not partial.is_file():
             raise UnsupportedExport(f"{target}/{recipe}: the exporter wrote no file")
         manifest = _manifest(source, target, recipe, calibration, info, partial)
