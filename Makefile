@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.edgekit-installed
 
-.PHONY: demo test docs figures mutation install format clean
+.PHONY: demo test test-all docs figures mutation install format clean
 
 # From scratch (--clear) whenever the pins change, so the venv holds the lock and nothing older.
 # onnx2torch (an .onnx source to tflite/executorch) goes to a folder of the venv's own, like a
@@ -28,12 +28,19 @@ demo: $(STAMP)
 	$(VENV)/bin/edgekit eval
 	$(VENV)/bin/edgekit run --model digits-mobilenet --data digits --accuracy-aware
 
-# Two phases: everything but the `timing` tests on two workers (whole files per worker, so a
-# module's fixtures are built once; the longest files first, in tests/conftest.py's order, so
-# that the workers end together), with the docs' strict build beside them, then the timing
-# tests alone, since a sibling beside a measurement is the noise it guards against (collected
-# from the files that mark any: collecting all of them took 5 s of that phase). Both phases
-# share one store of exported artifacts.
+# Which tests: `make test` (CI on every push: .ci/run) leaves out the tests marked `long`
+# (tests/long_tests.txt says which and why: the scenarios of minutes, the tests of 10 s and
+# more) and the `timing` phase (what the machine measures, alone); `make test-all` (CI every
+# night: .ci/nightly) runs every test.
+SUITE ?= push
+SELECT := $(if $(filter all,$(SUITE)),,and not long)
+
+# Two phases (`make test` runs the first): everything but the `timing` tests on two workers
+# (whole files per worker, so a module's fixtures are built once; the longest files first, in
+# tests/conftest.py's order, so that the workers end together), with the docs' strict build
+# beside them, then the timing tests alone, since a sibling beside a measurement is the noise
+# it guards against (collected from the files that mark any: collecting all of them took 5 s
+# of that phase). Both phases share one store of exported artifacts.
 # The suite starts hundreds of Python processes, and each compiles what it imports again unless
 # the bytecode is cached: so the suite caches it (in the venv and edgekit's __pycache__, both
 # ignored by git) even where the environment sets PYTHONDONTWRITEBYTECODE. Importing edgekit's
@@ -46,11 +53,14 @@ test: $(STAMP)
 	store=$$(mktemp -d) && trap 'rm -rf "$$store"' EXIT && \
 	  { NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet & docs=$$!; } && \
 	  { env -u PYTHONDONTWRITEBYTECODE EDGEKIT_TEST_STORE=$$store \
-	      $(VENV)/bin/pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not timing"; \
+	      $(VENV)/bin/pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not timing $(SELECT)"; \
 	      tests=$$?; } ; \
-	  wait $$docs && [ $$tests = 0 ] && \
+	  wait $$docs && [ $$tests = 0 ] $(if $(filter all,$(SUITE)),&& \
 	  env -u PYTHONDONTWRITEBYTECODE EDGEKIT_TEST_STORE=$$store \
-	    $(VENV)/bin/pytest -p no:xdist -m timing $$(grep -lE 'pytest\.mark\.timing' tests/test_*.py)
+	    $(VENV)/bin/pytest -p no:xdist -m timing $$(grep -lE 'pytest\.mark\.timing' tests/test_*.py))
+
+test-all:
+	$(MAKE) test SUITE=all
 
 # the documentation site (mkdocs.yml, docs/): built strictly into site/, then served on
 # http://127.0.0.1:8000 until Ctrl-C

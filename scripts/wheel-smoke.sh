@@ -4,7 +4,7 @@
 # checkout (so `import edgekit` can only be the wheel's): pip check, every command's --help,
 # `import edgekit.cluster`, and an export plus bench of the default model with an empty edgekit
 # cache (the weights must come from the wheel). It needs nothing of the project's venv (`build`
-# comes into a small venv of its own, at the lock's version), so .ci/run starts it beside
+# comes into a small venv of its own, at the lock's version), so .ci/setup (nightly) starts it beside
 # `make install`, and both take from pip's cache. A few minutes.
 #
 #   bash scripts/wheel-smoke.sh            # PYTHON as for make

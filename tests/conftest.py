@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from pathlib import Path
@@ -26,23 +27,21 @@ if WORKERS > 1:
 # pytest-xdist hands whole files to the workers in the order the workers collected them (`make
 # test` passes --no-loadscope-reorder: xdist's own order, by number of tests, put the 10-test
 # training file, 80 s, last, with the other worker idle meanwhile). The longest files go first, so
-# that the workers end together: per-file seconds of `make test`'s first phase (junit), longest
-# first (a run on one worker takes the same order: it is the same work). A file not named keeps
-# its place after them; a name here must be a file (tested).
+# that the workers end together: per-file seconds from pytest's junit file
+# (scripts/suite_times.py). First the files whose time is mostly `long` tests (`make test-all`:
+# the board's 657 s, the culprit's 376 s, ...; a push runs only their quick tests), then the
+# longest of a push (`make test`). A file not named keeps its place after them; a name here must
+# be a file (tested).
 LONGEST_FILES_FIRST = (
-    "test_board.py", "test_layer_mapping.py", "test_target_tflite.py", "test_cluster.py",
-    "test_training.py", "test_run.py", "test_huggingface.py", "test_interrupts.py",
-    "test_arm64_emu.py", "test_golden.py", "test_golden_formats.py", "test_run_golden.py",
-    "test_quantize_debug.py", "test_tune.py", "test_golden_verify.py",
-    "test_target_executorch.py", "test_foreign.py",
-    "test_install.py", "test_bad_input.py", "test_android.py", "test_regression_gates.py",
-    "test_memory.py", "test_cli.py", "test_docs.py", "test_report_browser.py", "test_audit.py",
+    "test_board.py", "test_culprit.py", "test_run.py", "test_huggingface.py", "test_cluster.py",
+    "test_main_paths.py", "test_tune.py", "test_training.py", "test_intervals.py",
+    "test_layer_mapping.py", "test_target_executorch.py", "test_regression_gates.py",
+    "test_docs.py", "test_target_tflite.py", "test_bad_input.py", "test_foreign.py",
+    "test_golden.py", "test_cli.py", "test_memory.py", "test_report.py", "test_readers.py",
+    "test_android.py", "test_golden_verify.py", "test_interrupts.py", "test_arm64_emu.py",
+    "test_profile.py", "test_bench.py", "test_quantize_debug.py", "test_required_skips.py",
+    "test_flips.py",
 )  # fmt: skip
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    rank = {name: place for place, name in enumerate(LONGEST_FILES_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole
 
 
 # torch's log handlers keep the sys.stderr of the moment torch is first imported: imported
@@ -57,6 +56,7 @@ if WORKERS > 1:  # torch may have started before this file (a plugin imported it
 # skip's reason, so a missing driver or a refused namespace cannot turn a regression green.
 CAPABILITIES = ("gpu", "arm64", "cluster", "needs_root", "browser", "board")
 REQUIRE_ENV = "EDGEKIT_TEST_REQUIRE"
+CAPABILITIES_LIST_ENV = "EDGEKIT_TEST_LIST_CAPABILITIES"
 
 
 def required_capabilities() -> set[str]:
@@ -77,6 +77,39 @@ def pytest_configure(config: pytest.Config) -> None:
 
         settings.register_profile("ci", derandomize=True)
         settings.load_profile("ci")
+
+
+# `long` by node id (the file says why each one is); marked as each test is collected, before
+# -m selects
+LONG_TESTS = {
+    line.split("#")[0].strip()
+    for line in (Path(__file__).parent / "long_tests.txt").read_text().splitlines()
+    if line.split("#")[0].strip()
+}
+LONG_FOUND: set[str] = set()
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if item.nodeid in LONG_TESTS:
+        item.add_marker(pytest.mark.long)
+        LONG_FOUND.add(item.nodeid)
+
+
+@pytest.hookimpl(trylast=True)  # after -m has deselected: the tests that will run
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: place for place, name in enumerate(LONGEST_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files stay whole
+    carried = {mark.name for item in items for mark in item.iter_markers()} & set(CAPABILITIES)
+    listing = os.environ.get(CAPABILITIES_LIST_ENV)
+    if listing:  # tests/test_required_skips.py: what a CI selection needs of its machine
+        unknown = sorted(LONG_TESTS - LONG_FOUND)
+        Path(listing).write_text(json.dumps({"capabilities": sorted(carried), "no_test": unknown}))
+    unnamed = sorted(carried - config.edgekit_required)
+    if config.edgekit_required and unnamed:  # they would skip on a machine without it, unseen
+        raise pytest.UsageError(
+            f"{REQUIRE_ENV}={os.environ[REQUIRE_ENV]} leaves out {', '.join(unnamed)}, which "
+            "tests of this selection need: name it in the CI script that runs them"
+        )
 
 
 @pytest.hookimpl(hookwrapper=True)

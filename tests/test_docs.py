@@ -15,7 +15,9 @@ lines are the output a reader sees); ``python`` blocks run with this interpreter
 one page run in order in one temporary folder (a later block may use an earlier one's files),
 with this environment's ``bin`` first on PATH; pages run side by side. Each ``expect`` must be
 a substring of the output (stdout and stderr together), and the exit code must be ``exit``
-(default 0). A failure names the page, the block and its line."""
+(default 0). A failure names the page, the block and its line. The flag ``long`` (``<!-- runnable
+long -->``) leaves the block to ``make test-all``, as a ``long`` test; a page runs up to its last
+selected block."""
 
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ class Block:
     expect: tuple[str, ...] = ()
     exit: int = 0
     timeout: float = DEFAULT_TIMEOUT_S
+    long: bool = False  # `<!-- runnable long -->`: left to `make test-all`, as a `long` test
 
     @property
     def where(self) -> str:
@@ -90,6 +93,9 @@ def runnable_blocks(path: Path, text: str | None = None) -> list[Block]:
             raise ValueError(f"{where}: a runnable marker must be followed by a ```bash, "
                              "```console or ```python block")  # fmt: skip
         options: dict[str, list[str]] = {}
+        flags = ATTR.sub("", match.group("attrs")).split()
+        if set(flags) - {"long"}:
+            raise ValueError(f"{where}: unknown runnable flag(s) {', '.join(sorted(flags))}")
         for attr in ATTR.finditer(match.group("attrs")):
             value = attr.group("quoted") if attr.group("quoted") is not None else attr.group("bare")
             options.setdefault(attr.group("key"), []).append(value)
@@ -102,7 +108,7 @@ def runnable_blocks(path: Path, text: str | None = None) -> list[Block]:
             name, len(blocks) + 1, line + text.count("\n", match.end(), fence.start("lang")),
             fence.group("lang"), body, tuple(options.get("expect", ())),
             int(options.get("exit", ["0"])[-1]),
-            float(options.get("timeout", [DEFAULT_TIMEOUT_S])[-1]),
+            float(options.get("timeout", [DEFAULT_TIMEOUT_S])[-1]), "long" in flags,
         ))  # fmt: skip
     return blocks
 
@@ -223,7 +229,9 @@ def page_runs(request):
     runs.close()
 
 
-@pytest.mark.parametrize("block", ALL_BLOCKS, ids=lambda block: f"{block.page}:{block.line}")
+@pytest.mark.parametrize("block", [
+    pytest.param(block, marks=pytest.mark.long) if block.long else block for block in ALL_BLOCKS
+], ids=lambda block: f"{block.page}:{block.line}")  # fmt: skip
 def test_a_runnable_example_runs_as_written(block, page_runs):
     outcome = page_runs.outcome(block)
     assert outcome.error is None, explain(outcome)
@@ -264,6 +272,13 @@ def test_a_failing_example_names_its_page_and_block(tmp_path):
     typo.write_text('<!-- runnable expects="x" -->\n```bash\ntrue\n```\n')
     with pytest.raises(ValueError, match="unknown runnable option"):
         runnable_blocks(typo)
+    typo.write_text('<!-- runnable lnog expect="x" -->\n```bash\ntrue\n```\n')
+    with pytest.raises(ValueError, match="unknown runnable flag"):
+        runnable_blocks(typo)
+    nightly = tmp_path / "nightly.md"
+    nightly.write_text('<!-- runnable long expect="x" -->\n```bash\necho x\n```\n')
+    [block] = runnable_blocks(nightly)
+    assert block.long and block.expect == ("x",)
 
 
 # ---- the command reference against --help ----
