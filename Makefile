@@ -33,7 +33,8 @@ demo: $(STAMP)
 # more) and the `timing` phase (what the machine measures, alone); `make test-all` (CI every
 # night: .ci/nightly) runs every test.
 SUITE ?= push
-SELECT := $(if $(filter all,$(SUITE)),,and not long)
+EVERY := $(filter all,$(SUITE))
+SELECT := $(if $(EVERY),,and not long)
 
 # Two phases (`make test` runs the first): everything but the `timing` tests on two workers
 # (whole files per worker, so a module's fixtures are built once; the longest files first, in
@@ -55,7 +56,7 @@ test: $(STAMP)
 	  { env -u PYTHONDONTWRITEBYTECODE EDGEKIT_TEST_STORE=$$store \
 	      $(VENV)/bin/pytest -n 2 --dist loadfile --no-loadscope-reorder -m "not timing $(SELECT)"; \
 	      tests=$$?; } ; \
-	  wait $$docs && [ $$tests = 0 ] $(if $(filter all,$(SUITE)),&& \
+	  wait $$docs && [ $$tests = 0 ] $(if $(EVERY),&& \
 	  env -u PYTHONDONTWRITEBYTECODE EDGEKIT_TEST_STORE=$$store \
 	    $(VENV)/bin/pytest -p no:xdist -m timing $$(grep -lE 'pytest\.mark\.timing' tests/test_*.py))
 

@@ -4,6 +4,7 @@ user would see; copy an exported file to hand it a changed one."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import os
 import shutil
@@ -97,3 +98,14 @@ def plumbing_config(folder: Path, *lines: str) -> Path:
     plumbing = ["[run]", "noise_guard = false", 'precision = "off"', "sessions = 2"]
     config.write_text("\n".join([*plumbing, *lines]) + "\n")
     return config
+
+
+def load_script(name: str):
+    """A module of scripts/ (not a package), imported from its file under its own name (a
+    dataclass of it looks its module up by that name)."""
+    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

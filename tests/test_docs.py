@@ -21,7 +21,6 @@ selected block."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shlex
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_helpers import load_script
 
 from edgekit.common.layout import source_files
 
@@ -284,15 +284,7 @@ def test_a_failing_example_names_its_page_and_block(tmp_path):
 # ---- the command reference against --help ----
 
 
-def _reference():
-    spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "scripts" /
-                                                  "docs_reference.py")  # fmt: skip
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-REFERENCE = _reference()
+REFERENCE = load_script("docs_reference")
 COMMANDS = list(REFERENCE.commands())
 
 

@@ -5,26 +5,19 @@ moves."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from cli_helpers import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "mutation_results.py"
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("mutation_results", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["mutation_results"] = module  # the dataclass looks its module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-results = load_script()
+results = load_script("mutation_results")
 
 
 SURVIVOR = {"line": 38, "function": "mcnemar", "operator": "core/ReplaceBinaryOperator_Add_BitOr",

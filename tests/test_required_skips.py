@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import load_script
 from conftest import CAPABILITIES, CAPABILITIES_LIST_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,11 +165,7 @@ def test_suite_times_reads_the_seconds_of_each_file_and_test_from_a_junit_file(
     pytester, capsys, tmp_path
 ):
     """What tests/long_tests.txt and LONGEST_FILES_FIRST are read from."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import suite_times
-    finally:
-        sys.path.pop(0)
+    suite_times = load_script("suite_times")
     pytester.makepyfile(
         test_fast="def test_one():\n    pass\n",
         test_slow="import time\n\ndef test_sleeps():\n    time.sleep(0.3)\n",
