@@ -114,6 +114,16 @@ def swin() -> torch.nn.Module:
     return _built(transformers.SwinForImageClassification, config)
 
 
+def swinv2() -> torch.nn.Module:
+    """SwinV2's continuous position bias: an integer index into a table, through a sigmoid
+    whose int8 output TFLite takes at one scale only."""
+    config = transformers.Swinv2Config(
+        image_size=32, patch_size=2, embed_dim=16, depths=[1, 1], num_heads=[1, 2],
+        window_size=4, **SPREAD, **LABELS,
+    )  # fmt: skip
+    return _built(transformers.Swinv2ForImageClassification, config)
+
+
 def save_vit_folder(folder: Path, labels: tuple[str, ...], preprocessor: dict) -> Path:
     """What a user's Trainer run leaves: ``save_pretrained`` of the model and its image
     processor's ``preprocessor_config.json``."""

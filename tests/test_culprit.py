@@ -17,7 +17,7 @@ import pytest
 from cli_helpers import run_cli
 
 from edgekit.culprit.harness import judged
-from edgekit.culprit.outcome import op_named
+from edgekit.culprit.outcome import logged_cause, op_named
 from edgekit.culprit.search import children_of
 from edgekit.export.pipeline import VALIDATION_SAMPLES
 
@@ -201,10 +201,31 @@ def test_all_zero_outputs_are_degenerate_not_a_mismatch():
         ("\"histogram_cpu\" not implemented for 'Long'", "histogram_cpu"),
         ("Could not guard on data-dependent expression Eq(u0, 1)", None),
         ("Failed to load method forward, error: 0x:1", None),
+        (
+            "Failed to load method forward, error: 0x:1; Failed to create StaticConstantPad node "
+            "4 with code: xnn_status_invalid_parameter; Init failed for backend XnnpackBackend",
+            "StaticConstantPad",
+        ),
     ],
 )
 def test_the_op_is_read_from_each_converters_words(message, op):
     assert op_named(RuntimeError(message)) == op
+
+
+def test_the_op_a_runtime_only_logged_is_read_from_its_log():
+    """ExecuTorch raises "Failed to load method forward, error: 0x:1"; the node is in its log."""
+    log = (
+        "[cpuinfo_utils.cpp:125] CPU info and manual query on # of cpus dont match.\n"
+        "[XNNCompiler.cpp:1262] Failed to create StaticConstantPad node 27 with code: "
+        "xnn_status_invalid_parameter\n"
+        "[XNNPACKBackend.cpp:143] XNNCompiler::compileModel failed: 0x1\n"
+    )
+    line, op = logged_cause(log)
+    assert op == "StaticConstantPad"
+    assert line == (
+        "Failed to create StaticConstantPad node 27 with code: xnn_status_invalid_parameter"
+    )
+    assert logged_cause("[method.cpp:128] Init failed for backend XnnpackBackend: 0x1") is None
 
 
 def test_a_module_that_cannot_be_converted_alone_passes_its_children_up():
@@ -229,3 +250,24 @@ def test_a_degenerate_source_is_named_by_export_and_by_culprit(capsys, tmp_path)
     result, record, _ = _culprit(capsys, tmp_path, "flat", "onnx")
     assert result.code == 0 and record is None
     assert "the source itself is degenerate" in result.out
+
+
+def test_logits_too_small_for_int8_rounding_are_said_first(capsys, tmp_path):
+    """Logits near 1e-4 move with the input (not degenerate) but span about one int8 step at
+    PT2E's smallest scale (2^-12): the refusal says so before its figures. On synthetic images
+    some logits reach a step; on the digits all round to zero."""
+    exported = run_cli(capsys, "export", "--model", "planted_models:faint", "--target", "tflite",
+                       "--int8", "--data", "synthetic:64", "-o", str(tmp_path))  # fmt: skip
+    assert exported.code == 1
+    line = exported.err.splitlines()[-1]
+    assert "validation failed against faint: the source's largest |logit|, " in line
+    assert "steps of this file's output (0.00024 each), too few for rounding to keep; SQNR" in line
+    manifest = json.loads((tmp_path / "faint-int8.tflite.rejected.json").read_text())
+    assert manifest["validation"]["output_step"] == pytest.approx(2**-12)
+    on_digits = run_cli(capsys, "export", "--model", "planted_models:faint", "--target", "tflite",
+                        "--int8", "-o", str(tmp_path / "digits"))  # fmt: skip
+    assert on_digits.code == 1
+    assert (
+        "the file's logits are one value for every image and class; the source's largest "
+        in (on_digits.err.splitlines()[-1])
+    )

@@ -102,6 +102,16 @@ def test_beits_integer_position_index_is_not_observed_by_int8(capsys, cifar_npz,
         "beit-int8.pte", "beit-int8.tflite"]  # fmt: skip
 
 
+def test_swinv2s_position_bias_exports_int8_to_tflite(capsys, cifar_npz, tmp_path):
+    """Its relative-position index is a constant the export lifts (no observer may read it) and
+    its sigmoid's int8 output must sit at TFLite's fixed 1/256 ("LOGISTIC failed to prepare")."""
+    result = run_cli(capsys, "export", "--model", "hf_models:swinv2", "--target", "tflite",
+                     "--int8", "--data", cifar_npz, "-o", str(tmp_path))  # fmt: skip
+    assert result.code == 0, result.err
+    manifest = json.loads((tmp_path / "swinv2-int8.tflite.json").read_text())
+    assert manifest["validation"]["passed"], manifest["validation"]
+
+
 def test_a_save_pretrained_folder_keeps_its_preprocessing_in_the_manifest(pets_exports):
     exported, err = pets_exports
     assert set(exported) == {(t, "fp32") for t in TARGETS}

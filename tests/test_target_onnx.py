@@ -314,3 +314,56 @@ def test_culprit_quantizes_a_block_as_the_export_quantizes_the_model(monkeypatch
     with pytest.raises(RuntimeError, match="recorded"):
         convert_block(block, sample, "int8", [sample], tmp_path, lambda stage: None)
     assert asked == static_options()
+
+
+def _two_convs_sharing_a_bias(path) -> None:
+    """Conv -> Reshape -> Conv, the convolutions sharing the bias ``b``, the reshaped tensor
+    named ``b0``: the name onnxruntime's quantizer gives its own copy of ``b`` (torch.onnx's
+    ``val_11`` and ``val_118`` in PoolFormer's GroupNorms)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.normal(size=(2, 2, 1, 1)).astype(np.float32), name)
+        for name in ("w1", "w2")
+    ]
+    bias = numpy_helper.from_array(np.array([0.1, -0.1], dtype=np.float32), "b")
+    shape = numpy_helper.from_array(np.array([1, 2, 4, 4], dtype=np.int64), "shape")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w1", "b"], ["c"], name="first"),
+            helper.make_node("Reshape", ["c", "shape"], ["b0"], name="reshape"),
+            helper.make_node("Conv", ["b0", "w2", "b"], ["y"], name="second"),
+        ],
+        "shared_bias",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 2, 4, 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 2, 4, 4])],
+        [*weights, bias, shape],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def test_a_bias_two_nodes_share_is_quantized_under_a_name_no_tensor_has(tmp_path):
+    import onnxruntime
+    import onnxruntime.quantization
+
+    from edgekit.targets.onnx.quantize import CalibrationReader, own_biases, static_options
+
+    shared = tmp_path / "shared.onnx"
+    _two_convs_sharing_a_bias(shared)
+    samples = np.random.default_rng(1).random((4, 2, 4, 4), dtype=np.float32)
+    quantized = tmp_path / "int8.onnx"
+    with pytest.raises(ValueError, match="shared mode is not supported"):  # onnxruntime alone
+        onnxruntime.quantization.quantize_static(
+            str(shared), str(quantized), CalibrationReader(samples, "x"), **static_options()
+        )
+    unshared = own_biases(shared, tmp_path)
+    onnxruntime.quantization.quantize_static(
+        str(unshared), str(quantized), CalibrationReader(samples, "x"), **static_options()
+    )
+    session = onnxruntime.InferenceSession(str(quantized), providers=["CPUExecutionProvider"])
+    float_session = onnxruntime.InferenceSession(str(shared), providers=["CPUExecutionProvider"])
+    x = {"x": samples[:1]}
+    assert np.allclose(session.run(None, x)[0], float_session.run(None, x)[0], atol=0.05)
+    assert own_biases(unshared, tmp_path) == unshared  # nothing shared: the file as it is

@@ -1,7 +1,8 @@
-"""A repro folder a maintainer accepts: ``repro.py`` (edgekit's harness and the target's
-``convert_block``, copied as source, and a main that needs neither edgekit nor this machine),
-the block pickled with its weights (``block.pt``), how it was called (``call.json``), its inputs
-as .npy, the versions, the exact error, and the upstream repository it belongs to."""
+"""A repro folder a maintainer accepts: ``repro.py`` (edgekit's harness, the quantizer rules
+export applies and the target's ``convert_block``, copied as source, and a main that needs
+neither edgekit nor this machine), the block pickled with its weights (``block.pt``), how it was
+called (``call.json``), its inputs as .npy, the versions, the exact error, and the upstream
+repository it belongs to."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from edgekit.common.versions import package_version, tool_versions
 from edgekit.culprit import harness
+from edgekit.quantize import pt2e
 
 MAIN = """
 
@@ -57,8 +59,9 @@ if __name__ == "__main__":
 
 
 def _body(module: Any, seen: set[str]) -> str:
-    """A module's source without its docstring, its ``from __future__`` line and the imports
-    an earlier part of the script already made (``seen``)."""
+    """A module's source without its docstring, its ``from __future__`` line, its imports of
+    edgekit (the script carries their source) and the imports an earlier part of the script
+    already made (``seen``)."""
     source = inspect.getsource(module)
     tree = ast.parse(source)
     lines = source.splitlines()
@@ -66,7 +69,9 @@ def _body(module: Any, seen: set[str]) -> str:
     for node in tree.body:
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             continue
-        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+            ("__future__", "edgekit")
+        ):
             continue
         start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
         text = "\n".join(lines[start - 1 : node.end_lineno])
@@ -90,7 +95,7 @@ def script(
     """``min_agreement``: where the block is the whole model, judged on its logits' top-1."""
     head = f'"""{about}"""\n\nfrom __future__ import annotations\n\n'
     seen: set[str] = set()
-    parts = [_body(harness, seen), _body(convert_module, seen)]
+    parts = [_body(harness, seen), _body(pt2e, seen), _body(convert_module, seen)]
     main = MAIN.format(
         recipe=recipe, min_sqnr_db=min_sqnr_db, min_agreement=min_agreement, expected=expected
     )

@@ -19,7 +19,7 @@ from typing import Any
 
 from edgekit.common.children import child_environment, last_words
 from edgekit.common.fileio import journal
-from edgekit.culprit.outcome import Outcome
+from edgekit.culprit.outcome import Outcome, logged_cause
 from edgekit.errors import UnsupportedExport
 
 STARTUP_S = 600.0  # loading the model and recording its blocks, before any conversion
@@ -88,12 +88,13 @@ class BlockWorker:
         assert self.process is not None and self.process.stdin is not None
         started = time.perf_counter()
         stage = ["export"]
+        logged_from = self.log.seek(0, os.SEEK_END)
         self.process.stdin.write((json.dumps({"attempt": path}) + "\n").encode())
         self.process.stdin.flush()
         answer = self._next(self.timeout_s, lambda name: stage.__setitem__(0, name))
         seconds = round(time.perf_counter() - started, 2)
         if answer is not None:
-            return Outcome.from_dict(answer["outcome"])
+            return self._with_logged_cause(Outcome.from_dict(answer["outcome"]), logged_from)
         if self.process.poll() is None:  # alive and silent past the deadline
             self.stop()
             message = f"no answer after {self.timeout_s:g} s"
@@ -103,6 +104,17 @@ class BlockWorker:
         self.stop()
         how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
         return Outcome("crash", stage[0], f"the process died ({how}): {words}", seconds=seconds)
+
+    def _with_logged_cause(self, outcome: Outcome, logged_from: int) -> Outcome:
+        """A failure whose exception names no op, with the op and the line the runtime logged
+        during this attempt (XNNPACK's "Failed to create StaticConstantPad node ...")."""
+        if outcome.failure not in ("convert", "load") or outcome.op is not None:
+            return outcome
+        self.log.seek(logged_from)
+        cause = logged_cause(self.log.read().decode(errors="replace"))
+        if cause is not None:
+            outcome.message, outcome.op = f"{outcome.message}; {cause[0]}", cause[1]
+        return outcome
 
     def repro(self, path: str, folder: str) -> None:
         if self.process is None:

@@ -1,7 +1,8 @@
 """One block to .pte and back, for ``edgekit culprit``: torch.export, PT2E with the XNNPACK
 quantizer, ``to_edge_transform_and_lower`` and the ExecuTorch runtime, step by step, each
-announced to ``stage`` so a failure is placed. Imports nothing of edgekit: a repro folder
-carries this file's source as it is."""
+announced to ``stage`` so a failure is placed. Of edgekit it imports only the quantizer rules
+export applies (``edgekit.quantize.pt2e``): a repro folder carries their source and this
+file's as they are."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from edgekit.quantize.pt2e import with_runtime_rules
 
 
 def convert_block(
@@ -39,7 +42,8 @@ def convert_block(
 
             stage("quantize")
             config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=False)
-            prepared = prepare_pt2e(program.module(), XNNPACKQuantizer().set_global(config))
+            quantizer = with_runtime_rules(XNNPACKQuantizer().set_global(config))
+            prepared = prepare_pt2e(program.module(), quantizer)
             for one in calibration:
                 prepared(torch.from_numpy(one))
             program = torch.export.export(convert_pt2e(prepared), sample)

@@ -34,6 +34,8 @@ def layer_errors(source: SourceModel, x: np.ndarray, names: list[str], work: Pat
     )
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
+    from edgekit.quantize.pt2e import with_runtime_rules
+
     quantizer = XNNPACKQuantizer().set_global(
         get_symmetric_quantization_config(is_per_channel=True)
     )
@@ -42,7 +44,7 @@ def layer_errors(source: SourceModel, x: np.ndarray, names: list[str], work: Pat
             fold_batch_norms(source.module), (torch.from_numpy(source.example_input()),)
         )
         # both graphs must come from the same ExportedProgram: matching uses from_node ancestry
-        prepared = prepare_pt2e(program.module(), quantizer)
+        prepared = prepare_pt2e(program.module(), with_runtime_rules(quantizer))
         with torch.no_grad():
             # XNNPACK's histogram observers cost ~10 ms per op per sample: a ranking needs few
             for sample in x[:PT2E_SAMPLES]:

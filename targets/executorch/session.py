@@ -46,7 +46,10 @@ def loading(path: Path) -> Iterator[None]:
         except Exception as exc:
             failure, captured.echo = first_line(exc), False
     if failure is not None:
-        why = "; ".join([failure, *captured.said()[-1:]])
+        said = captured.said()
+        # XNNPACK names the node it could not create before the backend's summary line
+        named = [line for line in said if line.startswith("Failed to create ")][:1]
+        why = "; ".join(dict.fromkeys([failure, *named, *said[-1:]]))
         raise UserInputError(f"{path}: ExecuTorch cannot load it ({why})") from None
 
 

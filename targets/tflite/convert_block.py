@@ -1,6 +1,7 @@
 """One block to .tflite and back, for ``edgekit culprit``: litert-torch's own calls, step by
-step, each announced to ``stage`` so a failure is placed. Imports nothing of edgekit: a repro
-folder carries this file's source as it is."""
+step, each announced to ``stage`` so a failure is placed. Of edgekit it imports only the
+quantizer rules export applies (``edgekit.quantize.pt2e``): a repro folder carries their source
+and this file's as they are."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from edgekit.quantize.pt2e import with_runtime_rules
 
 
 def convert_block(
@@ -39,7 +42,7 @@ def convert_block(
             stage("quantize")
             config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=False)
             quantizer = PT2EQuantizer().set_global(config)
-            prepared = prepare_pt2e(program.module(), quantizer)
+            prepared = prepare_pt2e(program.module(), with_runtime_rules(quantizer))
             for one in calibration:
                 prepared(torch.from_numpy(one))
             quantized = convert_pt2e(prepared, fold_quantize=False)
