@@ -86,8 +86,6 @@ def with_runtime_rules(quantizer: Quantizer) -> Quantizer:
 def _integer_scalars_kept(model: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """Where a constant the quantizer's transform made from a scalar is float and the op it
     feeds gave an integer (as traced), the constant takes the op's dtype again."""
-    from operator import attrgetter
-
     import torch
 
     for node in list(model.graph.nodes):
@@ -97,7 +95,7 @@ def _integer_scalars_kept(model: torch.fx.GraphModule) -> torch.fx.GraphModule:
         if value.is_floating_point():
             continue
         for given in [a for a in node.args if getattr(a, "op", None) == "get_attr"]:
-            constant = attrgetter(given.target)(model)
+            constant = _attribute(model, given.target)
             if not isinstance(constant, torch.Tensor) or not constant.is_floating_point():
                 continue
             name = f"{given.target.replace('.', '_')}_{str(value.dtype).removeprefix('torch.')}"
@@ -191,7 +189,12 @@ def _floating(node: Any, model: torch.fx.GraphModule) -> bool:
 
     value = node.meta.get("val")
     if value is None and node.op == "get_attr":
-        value = model
-        for name in node.target.split("."):
-            value = getattr(value, name, None)
+        value = _attribute(model, node.target)
     return not isinstance(value, torch.Tensor) or value.is_floating_point()
+
+
+def _attribute(model: torch.fx.GraphModule, target: str) -> Any:
+    """What a ``get_attr`` node reads (a dotted path into the module)."""
+    from operator import attrgetter
+
+    return attrgetter(target)(model)

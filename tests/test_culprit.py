@@ -271,3 +271,21 @@ def test_logits_too_small_for_int8_rounding_are_said_first(capsys, tmp_path):
         "the file's logits are one value for every image and class; the source's largest "
         in (on_digits.err.splitlines()[-1])
     )
+
+
+@pytest.mark.parametrize(
+    ("target", "carried"),
+    [("tflite", "def with_runtime_rules"), ("executorch", "def with_runtime_rules"),
+     ("onnx", "def own_biases")],
+)  # fmt: skip
+def test_a_repro_script_carries_what_its_conversion_imports_of_edgekit(target, carried):
+    """The block is quantized as export quantizes it, and the script still needs no edgekit."""
+    import importlib
+
+    from edgekit.culprit.repro import script
+
+    convert_module = importlib.import_module(f"edgekit.targets.{target}.convert_block")
+    text = script(convert_module, "int8", 12.0, "convert: ...", "a repro")
+    compile(text, "repro.py", "exec")
+    assert carried in text
+    assert not [line for line in text.splitlines() if "import" in line and "edgekit" in line]

@@ -1,12 +1,13 @@
-"""A repro folder a maintainer accepts: ``repro.py`` (edgekit's harness, the quantizer rules
-export applies and the target's ``convert_block``, copied as source, and a main that needs
-neither edgekit nor this machine), the block pickled with its weights (``block.pt``), how it was
-called (``call.json``), its inputs as .npy, the versions, the exact error, and the upstream
-repository it belongs to."""
+"""A repro folder a maintainer accepts: ``repro.py`` (edgekit's harness, the target's
+``convert_block`` and what it imports of edgekit, such as the quantizer rules export applies,
+copied as source, and a main that needs neither edgekit nor this machine), the block pickled
+with its weights (``block.pt``), how it was called (``call.json``), its inputs as .npy, the
+versions, the exact error, and the upstream repository it belongs to."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import json
 import os
@@ -17,7 +18,6 @@ from typing import Any
 
 from edgekit.common.versions import package_version, tool_versions
 from edgekit.culprit import harness
-from edgekit.quantize import pt2e
 
 MAIN = """
 
@@ -83,6 +83,18 @@ def _body(module: Any, seen: set[str]) -> str:
     return "\n\n".join(kept)
 
 
+def _edgekit_imports(module: Any) -> list[Any]:
+    """The modules of edgekit that ``module`` imports at its top: the script carries their
+    source before its own."""
+    tree = ast.parse(inspect.getsource(module))
+    names = [
+        node.module
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("edgekit")
+    ]
+    return [importlib.import_module(name) for name in names]
+
+
 def script(
     convert_module: Any,
     recipe: str,
@@ -95,7 +107,8 @@ def script(
     """``min_agreement``: where the block is the whole model, judged on its logits' top-1."""
     head = f'"""{about}"""\n\nfrom __future__ import annotations\n\n'
     seen: set[str] = set()
-    parts = [_body(harness, seen), _body(pt2e, seen), _body(convert_module, seen)]
+    carried = [_body(module, seen) for module in _edgekit_imports(convert_module)]
+    parts = [_body(harness, seen), *carried, _body(convert_module, seen)]
     main = MAIN.format(
         recipe=recipe, min_sqnr_db=min_sqnr_db, min_agreement=min_agreement, expected=expected
     )

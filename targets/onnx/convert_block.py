@@ -1,6 +1,8 @@
 """One block to .onnx and back, for ``edgekit culprit``: torch.onnx's dynamo exporter and
 onnxruntime's own quantizer, step by step, each announced to ``stage`` so a failure is placed.
-Imports nothing of edgekit: a repro folder carries this file's source as it is."""
+The int8 graph is quantized as export quantizes it: ORT's ``quant_pre_process`` first, then each
+node given its own bias (``edgekit.targets.onnx.biases``, the one import of edgekit: a repro
+folder carries its source and this file's as they are)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from edgekit.targets.onnx.biases import own_biases
 
 
 def convert_block(
@@ -49,10 +53,17 @@ def convert_block(
                 one = next(self.left, None)
                 return None if one is None else {"x": one}
 
+        from onnxruntime.quantization.shape_inference import quant_pre_process
+
         stage("quantize")
+        pre = folder / "block.pre.onnx"
+        try:
+            quant_pre_process(str(path), str(pre))
+        except Exception:  # as export does: the exported graph, quantized as it is
+            pre = path
         quantized = folder / "block.int8.onnx"
         quantize_static(
-            str(path),
+            str(own_biases(pre, folder)),
             str(quantized),
             Samples(),
             # targets/onnx/quantize.static_options, written out: repro.py copies this file and
