@@ -283,7 +283,10 @@ def _page(record: dict) -> list[str]:
             "searched with `edgekit culprit`.",
             "- cells: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())),
             *(
-                [f"- not swept in this run (`--only` adds them): {', '.join(record['not_swept'])}"]
+                [
+                    f"- not swept (a sweep stopped before them; `--only` adds them): "
+                    f"{', '.join(record['not_swept'])}"
+                ]
                 if record.get("not_swept")
                 else []
             ),
@@ -351,8 +354,11 @@ def main() -> None:
                         help="only the culprit searches of the failed cells (of --only) that "
                         "named no block, the exports' verdicts kept")  # fmt: skip
     args = parser.parse_args()
-    if args.page_only:
-        write_markdown(PAGE, page(json.loads(RECORD.read_text())))
+    if args.page_only:  # and the record names the architectures it lacks
+        record = json.loads(RECORD.read_text())
+        record["not_swept"] = sorted(set(CLASSIFIERS) - set(record["rows"]))
+        write_json(RECORD, record)
+        write_markdown(PAGE, page(record))
         return
     if args.search_again:
         record = json.loads(RECORD.read_text())
@@ -368,9 +374,10 @@ def main() -> None:
     kept = json.loads(RECORD.read_text())["rows"] if args.only and RECORD.is_file() else {}
 
     def save(rows: dict) -> None:
+        swept = dict(sorted({**kept, **rows}.items()))
         record = {"written": datetime.now(UTC).isoformat(timespec="minutes"),
                   "machine": machine(), "transformers": transformers.__version__,
-                  "rows": dict(sorted({**kept, **rows}.items()))}  # fmt: skip
+                  "rows": swept, "not_swept": sorted(set(CLASSIFIERS) - set(swept))}  # fmt: skip
         write_json(RECORD, record)
         write_markdown(PAGE, page(record))
 
