@@ -45,12 +45,9 @@ def litert_quantizer():
 
 
 def xnnpack_quantizer():
-    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-        XNNPACKQuantizer,
-        get_symmetric_quantization_config,
-    )
+    from edgekit.targets.executorch.convert import xnnpack_quantizer as export_quantizer
 
-    return XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+    return export_quantizer(dynamic=False, keep_float=())
 
 
 QUANTIZERS = {"tflite": litert_quantizer, "executorch": xnnpack_quantizer}
