@@ -13,14 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import HERE, header, write_json, write_markdown
+from common import HERE, write_json, write_markdown
+from coverage_page import DATA, DEGENERATE, RECIPES, TARGETS, page, settled
 from small_configs import small_config
 
 from edgekit.export.pipeline import FLAT_LOGITS  # export's own line for a degenerate source
@@ -29,12 +29,7 @@ ROOT = HERE.parent
 EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
 RECORD = HERE / "coverage.json"
 PAGE = ROOT / "docs" / "measurements" / "coverage.md"
-TARGETS = ("tflite", "executorch", "onnx")
-RECIPES = ("fp32", "int8")
-DATA = "synthetic:64"
 CLASSES = [f"class_{i}" for i in range(10)]
-# what export says of a cell it could not validate against a degenerate source
-DEGENERATE = re.compile(r"is degenerate|validation failed")
 
 
 def build(model_type: str, folder: Path) -> dict:
@@ -171,7 +166,7 @@ def sweep(model_types: list[str], timeout_s: float, log=print, done=lambda rows:
                 rows[model_type] = {"built": False, "why": f"{type(exc).__name__}: {line}"}
                 log(f"{model_type}: not built ({rows[model_type]['why']})")
                 continue
-            row = {"built": True, "source": source,
+            row = {"built": True, "source": source, "edgekit": commit(),
                    **cells(folder, work / "out" / model_type, timeout_s, source)}  # fmt: skip
             for column, cell in row["cells"].items():
                 if cell["verdict"] == "failed":
@@ -184,6 +179,19 @@ def sweep(model_types: list[str], timeout_s: float, log=print, done=lambda rows:
             rows[model_type] = json.loads(json.dumps(row).replace(f"{work}/", ""))
             done(rows)
     return rows
+
+
+def commit() -> str:
+    """The edgekit commit that makes a row, "+changes" where tracked files differ from it: a
+    sweep takes hours, and the rules it exercises may change between its rows."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
+                              check=False)  # fmt: skip
+        return done.stdout.strip()
+
+    changed = git("status", "--porcelain", "--untracked-files=no")
+    return (git("rev-parse", "--short", "HEAD") or "unknown") + ("+changes" if changed else "")
 
 
 def search_again(record: dict, model_types: list[str], timeout_s: float) -> None:
@@ -225,118 +233,6 @@ def search_again(record: dict, model_types: list[str], timeout_s: float) -> None
                     json.dumps(found).replace(f"{work}/", "")
                 )
                 print(f"{model_type} {column}: {found.get('class')}", flush=True)
-
-
-def settled(row: dict) -> dict:
-    """A failed cell of a degenerate source is the source's state, whatever the search found."""
-    for cell in row.get("cells", {}).values():
-        degenerate = row["source"]["degenerate"] and DEGENERATE.search(cell.get("why") or "")
-        if cell["verdict"] == "failed" and degenerate:
-            cell["verdict"] = "degenerate"
-    return row
-
-
-def _cell_text(cell: dict) -> str:
-    if cell["verdict"] == "exported":
-        return f"ok {cell['sqnr_db']:.0f} dB"
-    if cell["verdict"] == "degenerate":
-        return "degenerate source"
-    found = cell.get("culprit") or {}
-    if found.get("weakest"):
-        return f"{found['class']} building up; most in `{found['weakest']['path']}`"
-    if found.get("path") is not None:
-        op = f" `{found['op']}`" if found.get("op") else ""
-        return f"{found['class']} in `{found['path'] or '<model>'}`{op}"
-    if found and found.get("class") is None:
-        return "failed; not reproduced by the search"
-    return f"failed ({found.get('class') or 'unsearched'})"
-
-
-SITE_PACKAGES = re.compile(r"/\S*?/site-packages/")
-
-
-def page(record: dict) -> list[str]:
-    """The table; a library's file is named from site-packages/, not this machine's paths."""
-    return [SITE_PACKAGES.sub("site-packages/", line) for line in _page(record)]
-
-
-def _page(record: dict) -> list[str]:
-    rows = {name: settled(row) for name, row in record["rows"].items()}
-    columns = [f"{t}/{r}" for t in TARGETS for r in RECIPES]
-    counts: dict[str, int] = {}
-    for row in rows.values():
-        for cell in row.get("cells", {}).values():
-            found = (cell.get("culprit") or {}) if cell["verdict"] == "failed" else {}
-            key = cell["verdict"]
-            if found.get("weakest"):
-                key = "failed, no block alone (where most of the error enters named)"
-            elif found.get("path") is not None:
-                key = "failed, culprit named"
-            counts[key] = counts.get(key, 0) + 1
-    lines = header(
-        "Coverage: transformers' image classifiers through three targets",
-        "benchmarks/coverage.py",
-        [
-            f"- transformers {record['transformers']}; every architecture built from a small config "
-            "with random weights (benchmarks/small_configs.py), exported as a user does it "
-            f"(`edgekit export --model FOLDER --recipe fp32,int8 --data {DATA}`); each failed cell "
-            "searched with `edgekit culprit`.",
-            "- cells: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())),
-            *(
-                [
-                    f"- not swept (a sweep stopped before them; `--only` adds them): "
-                    f"{', '.join(record['not_swept'])}"
-                ]
-                if record.get("not_swept")
-                else []
-            ),
-        ],
-        facts=record["machine"],
-        written=record["written"],
-    )
-    lines += ["| architecture | model class | " + " | ".join(columns) + " |",
-              "| --- | --- | " + " | ".join("---" for _ in columns) + " |"]  # fmt: skip
-    for name, row in sorted(rows.items()):
-        if not row["built"]:
-            lines.append(
-                f"| {name} | not built: {row['why'][:80]} | "
-                + " | ".join("" for _ in columns)
-                + " |"
-            )
-            continue
-        texts = [_cell_text(row["cells"][c]) for c in columns]
-        lines.append(f"| {name} | {row['source']['class']} | " + " | ".join(texts) + " |")
-    lines += ["", "## Each failure in one line", ""]
-    for name, row in sorted(rows.items()):
-        for column, cell in row.get("cells", {}).items():
-            if cell["verdict"] != "failed":
-                continue
-            found = cell.get("culprit") or {}
-            where = (f"{found['class']} in `{found['path'] or '<model>'}` ({found['kind']}), op "
-                     f"{found.get('op') or 'not named'}; belongs to {found['upstream']}"
-                     if found.get("path") is not None else found.get("message", ""))  # fmt: skip
-            if found.get("weakest"):
-                weakest = found["weakest"]
-                where += (f"; {found['message']}; no block fails alone, the lowest SQNR alone is "
-                          f"`{weakest['path']}` ({weakest['kind']}, {weakest['sqnr_db']:.1f} dB)")  # fmt: skip
-            if found.get("searched"):
-                searched = found["searched"]
-                where += (
-                    f" (searched again on {searched['written']}, {searched['machine']}; "
-                    f"fingerprint `{searched['fingerprint']}`)"
-                )
-            again = found.get("export_here")
-            if again and again["exit"] == 0:
-                where += (
-                    f"; exported again on that machine it passes (SQNR {again['sqnr_db']:.1f} "
-                    f"dB, top-1 agreement {again['agreement']:.3f}): the refusal below was made "
-                    "on the sweep's machine and is not reproduced on this one"
-                )
-            elif again:
-                where += f"; exported again on that machine it fails: {again['why'][:200]}"
-            lines.append(f"- **{name} {column}** (export exit {cell['exit']}): {where}. "
-                         f"Export said: {cell['why'][:300]}")  # fmt: skip
-    return lines
 
 
 def main() -> None:

@@ -3,6 +3,7 @@ calibrate, convert."""
 
 from __future__ import annotations
 
+from operator import getitem
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -51,7 +52,12 @@ def with_runtime_rules(quantizer: Quantizer) -> Quantizer:
     - a sigmoid's or softmax's int8 output at scale 1/256, zero point -128, where a consumer
       quantizes it. TFLite's LOGISTIC and SOFTMAX and XNNPACK's int8 sigmoid take no other
       (SwinV2's position-bias sigmoid: "output->params.scale == 1. / 256 was not true"), and
-      [0, 1] needs no other."""
+      [0, 1] needs no other.
+    - a piece cut from an int8 tensor (a slice, a split's part) quantized at the whole tensor's
+      scale where a consumer quantizes it. TFLite's SLICE takes no other ("'tfl.slice' op
+      quantization parameters violate the same scale constraint", FocalNet's split of one
+      projection into query, context and gates), and XNNPACK delegates a quantized slice only
+      when its input and output match."""
     from torchao.quantization.pt2e.quantizer import Quantizer as Base
 
     class WithRuntimeRules(Base):
@@ -75,6 +81,8 @@ def with_runtime_rules(quantizer: Quantizer) -> Quantizer:
             for node in model.graph.nodes:
                 _fix_unit_range_output(node)
                 _share_through_copying_op(node)
+            for node in model.graph.nodes:
+                _pieces_at_whole_scale(node)
             return model
 
         def validate(self, model: torch.fx.GraphModule) -> None:
@@ -134,6 +142,50 @@ def _share_through_copying_op(node: Any) -> None:
     )
 
 
+def _pieces_at_whole_scale(consumer: Any) -> None:
+    """Where ``consumer`` quantizes an input that unannotated slices or splits cut from a
+    quantized tensor, that input shares the tensor's quantization."""
+    import torch
+
+    cutting = (
+        torch.ops.aten.slice.Tensor,
+        torch.ops.aten.split.Tensor,
+        torch.ops.aten.split_with_sizes.default,
+        torch.ops.aten.narrow.default,
+    )
+    passing = (*cutting, torch.ops.aten.contiguous.default, getitem)
+    annotation = consumer.meta.get("quantization_annotation")
+    if annotation is None:
+        return
+    for given, spec in list(annotation.input_qspec_map.items()):
+        if not _static_int8(spec):
+            continue
+        source, cut = given, False
+        while (
+            getattr(source, "op", None) == "call_function"
+            and source.target in passing
+            and source.meta.get("quantization_annotation") is None
+        ):
+            cut = cut or source.target in cutting
+            source = source.args[0]
+        whole = getattr(source, "meta", {}).get("quantization_annotation")
+        if cut and whole is not None and _static_int8(whole.output_qspec):
+            from torchao.quantization.pt2e.quantizer import SharedQuantizationSpec
+
+            annotation.input_qspec_map[given] = SharedQuantizationSpec(source)
+
+
+def _static_int8(spec: Any) -> bool:
+    """Whether ``spec`` quantizes to int8 ahead of time (a shared spec takes its source's)."""
+    import torch
+
+    if spec is None:
+        return False
+    return getattr(spec, "dtype", torch.int8) == torch.int8 and not getattr(
+        spec, "is_dynamic", False
+    )
+
+
 def _fix_unit_range_output(node: Any) -> None:
     """Give a sigmoid's or softmax's output, where an int8 consumer quantizes it, the one
     quantization its int8 kernels take; the consumers share it."""
@@ -160,11 +212,7 @@ def _fix_unit_range_output(node: Any) -> None:
     specs = [c.input_qspec_map[node] for c in consumers]
     if own is not None and own.output_qspec is not None:
         specs.append(own.output_qspec)
-    static_int8 = [
-        getattr(s, "dtype", torch.int8) == torch.int8 and not getattr(s, "is_dynamic", False)
-        for s in specs
-    ]
-    if not specs or not all(static_int8):
+    if not specs or not all(_static_int8(s) for s in specs):
         return
     fixed = FixedQParamsQuantizationSpec(
         dtype=torch.int8,

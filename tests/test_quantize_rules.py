@@ -161,3 +161,43 @@ def test_a_program_xnnpack_cannot_compile_is_refused_naming_its_node(tmp_path, m
     named = pytest.raises(UserInputError, match="Failed to create StaticConstantPad node")
     with named, loading(program):
         runtime().Runtime.get().load_program(str(program)).load_method("forward")
+
+
+def test_the_parts_of_a_split_convert_to_tflite_at_the_whole_tensors_scale(tmp_path, monkeypatch):
+    """FocalNet's modulation, as transformers defines it: one projection split into a query, a
+    context and gates, each part consumed by its own int8 op."""
+    import transformers
+    from transformers.models.focalnet.modeling_focalnet import FocalNetModulation
+
+    import edgekit.targets.tflite.convert_block as tflite_block
+
+    torch.manual_seed(0)
+    module = FocalNetModulation(transformers.FocalNetConfig(), index=0, dim=8).eval()
+    images = np.random.default_rng(3).random((4, 1, 6, 6, 8), dtype=np.float32)
+    run = tflite_block.convert_block(module, images[0], "int8", images, tmp_path, print)
+    with torch.no_grad():
+        expected = module(torch.from_numpy(images[1])).numpy()
+    assert np.abs(run(images[1]) - expected).max() < 0.05 * np.abs(expected).max()
+    monkeypatch.setattr(tflite_block, "with_runtime_rules", lambda quantizer: quantizer)
+    with pytest.raises(ValueError, match="same scale constraint"):  # each part at its own scale
+        tflite_block.convert_block(module, images[0], "int8", images, tmp_path, print)
+
+
+@pytest.mark.parametrize("target", sorted(QUANTIZERS))
+def test_a_consumer_of_a_split_part_shares_the_whole_tensors_quantization(target):
+    from torchao.quantization.pt2e.quantizer import SharedQuantizationSpec
+
+    class Halves(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.projection = torch.nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            first, second = torch.split(self.projection(x), 4, dim=1)
+            return first * second[:, 1:3].sum(dim=1, keepdim=True)
+
+    graph = torch.export.export(Halves().eval(), (torch.from_numpy(CALIBRATION[:1]),)).module()
+    annotated = with_runtime_rules(QUANTIZERS[target]()).annotate(graph)
+    mul = next(n for n in annotated.graph.nodes if n.target == torch.ops.aten.mul.Tensor)
+    first = mul.meta["quantization_annotation"].input_qspec_map[mul.args[0]]
+    assert isinstance(first, SharedQuantizationSpec) and first.edge_or_node.name == "linear"
