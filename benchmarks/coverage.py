@@ -182,7 +182,7 @@ def sweep(model_types: list[str], timeout_s: float, log=print, done=lambda rows:
 
 
 def commit() -> str:
-    """The edgekit commit that makes a row, "+changes" where tracked files differ from it: a
+    """The edgekit commit that makes a row, "+changes" where its code differs from it: a
     sweep takes hours, and the rules it exercises may change between its rows."""
 
     def git(*args: str) -> str:
@@ -190,7 +190,9 @@ def commit() -> str:
                               check=False)  # fmt: skip
         return done.stdout.strip()
 
-    changed = git("status", "--porcelain", "--untracked-files=no")
+    # the code only: the sweep's own record and page change as it goes
+    code = ("edgekit", "targets", "quantize", "benchmarks/*.py")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", *code)
     return (git("rev-parse", "--short", "HEAD") or "unknown") + ("+changes" if changed else "")
 
 
