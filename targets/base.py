@@ -106,6 +106,7 @@ ROLES = {
     "planned_memory": "no planned-memory reader in this edgekit",
     "golden_files": "no runner or runtime test files for golden bundles",
     "convert_block": "no block-by-block conversion for edgekit culprit",
+    "logged_cause": "no reader of what its runtime logs and leaves out of its errors",
 }
 
 
@@ -227,6 +228,11 @@ class Target:
     ) -> OpTimes:
         """Per-op times from the runtime's own profiler, on the host CPU."""
         return self.role_function("profile")(Path(path), manifest, threads, runs, warmup)
+
+    def logged_cause(self, log: str) -> tuple[str, str] | None:
+        """The line of what the runtime logged (``log``) that names the node it failed on, and
+        that node's kind: what its exception left out. None: no such line."""
+        return self.role_function("logged_cause")(log)
 
     def layer_errors(
         self, source: SourceModel, x: np.ndarray, names: list[str], work: Path

@@ -17,7 +17,7 @@ import pytest
 from cli_helpers import run_cli
 
 from edgekit.culprit.harness import judged
-from edgekit.culprit.outcome import logged_cause, op_named
+from edgekit.culprit.outcome import op_named
 from edgekit.culprit.search import children_of
 from edgekit.export.pipeline import VALIDATION_SAMPLES
 
@@ -214,6 +214,9 @@ def test_the_op_is_read_from_each_converters_words(message, op):
 
 def test_the_op_a_runtime_only_logged_is_read_from_its_log():
     """ExecuTorch raises "Failed to load method forward, error: 0x:1"; the node is in its log."""
+    from edgekit.targets import get_target
+
+    logged_cause = get_target("executorch").logged_cause
     log = (
         "[cpuinfo_utils.cpp:125] CPU info and manual query on # of cpus dont match.\n"
         "[XNNCompiler.cpp:1262] Failed to create StaticConstantPad node 27 with code: "

@@ -34,9 +34,6 @@ _OP_PATTERNS = (
     # the XNNPACK delegate's compiler names the node kind it could not create
     re.compile(r"Failed to create (\w+) node"),
 )
-# what a runtime logs to fd 2 and leaves out of the exception it raises (a program XNNPACK
-# cannot compile raises "Failed to load method forward, error: 0x:1")
-_LOGGED = re.compile(r"^(?:\[[\w.]+:\d+\]\s*)?(Failed to create (\w+) node.*)$", re.MULTILINE)
 
 
 @dataclass
@@ -83,9 +80,3 @@ def op_named(error: BaseException | str | None) -> str | None:
         error = error.__cause__ or error.__context__
         seen += 1
     return None
-
-
-def logged_cause(log: str) -> tuple[str, str] | None:
-    """The line of a runtime's log that names the node it failed on, and that node's kind."""
-    match = _LOGGED.search(log)
-    return (match.group(1).strip(), match.group(2)) if match else None

@@ -19,7 +19,7 @@ from typing import Any
 
 from edgekit.common.children import child_environment, last_words
 from edgekit.common.fileio import journal
-from edgekit.culprit.outcome import Outcome, logged_cause
+from edgekit.culprit.outcome import Outcome
 from edgekit.errors import UnsupportedExport
 
 STARTUP_S = 600.0  # loading the model and recording its blocks, before any conversion
@@ -110,9 +110,14 @@ class BlockWorker:
         during this attempt (XNNPACK's "Failed to create StaticConstantPad node ...")."""
         if outcome.failure not in ("convert", "load") or outcome.op is not None:
             return outcome
+        from edgekit.targets import get_target
+
+        target = get_target(self.request.target)
+        if not target.has_role("logged_cause"):
+            return outcome
         self.log.seek(logged_from)
-        cause = logged_cause(self.log.read().decode(errors="replace"))
-        if cause is not None:
+        cause = target.logged_cause(self.log.read().decode(errors="replace"))
+        if cause:
             outcome.message, outcome.op = f"{outcome.message}; {cause[0]}", cause[1]
         return outcome
 

@@ -38,6 +38,7 @@ class ExecuTorchTarget(Target):
             "describe",
             "golden_files",
             "layer_errors",
+            "logged_cause",
             "official_runner",
             "planned_memory",
             "profile",
@@ -48,7 +49,10 @@ class ExecuTorchTarget(Target):
         "convert": "pytorch/executorch",
         "load": "pytorch/executorch",
     }
-    role_modules: ClassVar[dict[str, str]] = {"planned_memory": "memory"}
+    role_modules: ClassVar[dict[str, str]] = {
+        "planned_memory": "memory",
+        "logged_cause": "session",
+    }
 
     def export(self, request: ExportRequest) -> ExportInfo:
         import torch

@@ -6,6 +6,7 @@ core with XNNPACK); the same staging either way: NCHW in the manifest's dtype.""
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import types
 import warnings
@@ -47,10 +48,21 @@ def loading(path: Path) -> Iterator[None]:
             failure, captured.echo = first_line(exc), False
     if failure is not None:
         said = captured.said()
-        # XNNPACK names the node it could not create before the backend's summary line
-        named = [line for line in said if line.startswith("Failed to create ")][:1]
+        named = [cause[0] for cause in [logged_cause("\n".join(said))] if cause]
         why = "; ".join(dict.fromkeys([failure, *named, *said[-1:]]))
         raise UserInputError(f"{path}: ExecuTorch cannot load it ({why})") from None
+
+
+# XNNPACK logs the node it could not create to fd 2, before the backend's summary line; the
+# exception says only "Failed to load method forward, error: 0x1"
+_NODE_REFUSED = re.compile(r"^(?:\[[\w.]+:\d+\]\s*)?(Failed to create (\w+) node.*)$", re.MULTILINE)
+
+
+def logged_cause(log: str) -> tuple[str, str] | None:
+    """The line of the runtime's log that names the node XNNPACK could not create, and that
+    node's kind; None where the log has none."""
+    match = _NODE_REFUSED.search(log)
+    return (match.group(1).strip(), match.group(2)) if match else None
 
 
 def runtime() -> types.ModuleType:
