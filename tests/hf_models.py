@@ -35,7 +35,11 @@ def _settle_batch_norms(model: torch.nn.Module, config: transformers.PretrainedC
         norm.momentum = None  # a plain average over the pass
     size = getattr(config, "image_size", 32)
     images = torch.rand(
-        16, config.num_channels, size, size, generator=torch.Generator().manual_seed(0)
+        16,
+        getattr(config, "num_channels", 3),
+        size,
+        size,
+        generator=torch.Generator().manual_seed(0),
     )
     with torch.no_grad():
         model.train()(pixel_values=images)
@@ -122,6 +126,17 @@ def swinv2() -> torch.nn.Module:
         window_size=4, **SPREAD, **LABELS,
     )  # fmt: skip
     return _built(transformers.Swinv2ForImageClassification, config)
+
+
+def pp_lcnet() -> torch.nn.Module:
+    """transformers' PPLCNetForImageClassification returns its head's output as
+    ``last_hidden_state``: it has no ``logits``."""
+    blocks = [[[3, 8, 8, 1, False]], [[3, 8, 8, 2, False]], [[3, 8, 16, 2, False]],
+              [[3, 16, 16, 2, False]], [[3, 16, 16, 2, True]]]  # fmt: skip
+    config = transformers.PPLCNetConfig(
+        block_configs=blocks, stem_channels=8, class_expand=32, depths=[1] * 5, **LABELS
+    )
+    return _built(transformers.PPLCNetForImageClassification, config)
 
 
 def save_vit_folder(folder: Path, labels: tuple[str, ...], preprocessor: dict) -> Path:

@@ -112,6 +112,21 @@ def test_swinv2s_position_bias_exports_int8_to_tflite(capsys, cifar_npz, tmp_pat
     assert manifest["validation"]["passed"], manifest["validation"]
 
 
+def test_a_folder_whose_classifier_has_no_logits_exports_through_its_one_field_of_their_shape(
+    capsys, tmp_path
+):
+    folder = tmp_path / "pp_lcnet"
+    hf_models.pp_lcnet().save_pretrained(folder)
+    out = tmp_path / "out"
+    result = run_cli(capsys, "export", "--model", str(folder), "--target", "onnx", "--data",
+                     "synthetic:16", "--input-shape", "3,32,32", "-o", str(out))  # fmt: skip
+    assert result.code == 0, result.err[-3000:]
+    assert "PPLCNetForImageClassification taken through its last_hidden_state" in result.err
+    manifest = json.loads((out / "pp_lcnet-fp32.onnx.json").read_text())
+    assert manifest["preprocessing"]["notes"]["huggingface"]["output"] == "last_hidden_state"
+    assert manifest["validation"]["passed"], manifest["validation"]
+
+
 def test_a_save_pretrained_folder_keeps_its_preprocessing_in_the_manifest(pets_exports):
     exported, err = pets_exports
     assert set(exported) == {(t, "fp32") for t in TARGETS}

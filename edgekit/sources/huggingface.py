@@ -2,7 +2,8 @@
 
 - A module whose ``forward`` takes ``pixel_values`` (a ``*ForImageClassification``) returns a
   ``ModelOutput``; edgekit uses it through ``Logits``, whose ``forward(x)`` is
-  ``model(pixel_values=x).logits``. Its config gives the classes (``id2label``) and, where it
+  ``model(pixel_values=x).logits`` (or the output's one field of the labels' shape, where it has
+  no ``logits``). Its config gives the classes (``id2label``) and, where it
   has one, the input shape (``num_channels``, ``image_size``).
 - A ``save_pretrained`` folder (``config.json``, the weights, ``preprocessor_config.json``) is
   loaded with ``AutoModelForImageClassification.from_pretrained(folder, local_files_only=True)``;
@@ -14,7 +15,6 @@ the manifest (``preprocessing.notes.huggingface``)."""
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import logging
 from collections.abc import Iterator
@@ -26,6 +26,7 @@ import torch
 
 from edgekit.common.quiet import quiet_user_code, verbose
 from edgekit.errors import UserInputError, first_line
+from edgekit.sources.hf_output import Logits, field_note
 from edgekit.sources.preprocess import RESAMPLES, Preprocess, preprocess_from_config
 from edgekit.sources.source import SourceModel, torch_digest
 
@@ -39,45 +40,11 @@ PIL_FILTERS = {0: "nearest", 1: "lanczos", 2: "bilinear", 3: "bicubic", 4: "box"
 RESCALE = 1 / 255  # transformers' default rescale_factor: pixels 0..255 to [0, 1]
 
 
-class Logits(torch.nn.Module):
-    """A transformers classifier behind edgekit's interface: an NCHW float batch in, the
-    logits out (every target and the baseline take a module that returns one tensor).
-    ``flip_channels``: the model takes BGR (``do_flip_channel_order``); the flip is part of the
-    graph, so the artifact takes RGB like every other."""
-
-    def __init__(self, model: torch.nn.Module, *, flip_channels: bool = False) -> None:
-        super().__init__()
-        self.model = model
-        self.flip_channels = flip_channels
-        self.options = {"return_dict": True} if _accepts(model, "return_dict") else {}
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.flip_channels:
-            x = x.flip(1)
-        out = self.model(pixel_values=x, **self.options)
-        return getattr(out, "logits", out)
-
-
-def takes_pixel_values(module: torch.nn.Module) -> bool:
-    """A transformers vision model: its forward's first parameter is ``pixel_values``."""
-    try:
-        parameters = list(inspect.signature(module.forward).parameters)
-    except (TypeError, ValueError):
-        return False
-    return bool(parameters) and parameters[0] == "pixel_values"
-
-
-def _accepts(model: torch.nn.Module, name: str) -> bool:
-    parameters = inspect.signature(model.forward).parameters.values()
-    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
-
-
 def as_classifier(
     model: torch.nn.Module, declared: dict[str, Any], spec: str, *, quiet: bool = False
 ) -> tuple[Logits, list[str]]:
     """A factory's transformers model as edgekit's classifier, with its ``edgekit_preprocess``
     (``declared`` wins) completed from its config; the notes say what was taken from where."""
-    wrapped = Logits(model)
     kind = type(model).__name__
     notes = [f"{spec}: {kind} taken through its logits (forward(pixel_values=x).logits)"]
     config = getattr(model, "config", None)
@@ -91,6 +58,13 @@ def as_classifier(
         )
     if config is not None and not {"class_names", "num_classes"} & set(facts):
         facts["class_names"] = class_names(config, spec, notes)
+    classes = facts.get("num_classes") or len(facts.get("class_names") or ()) or None
+    wrapped = Logits(model, classes)
+    notes[0] += f"; where its output has none, the one field of {classes} columns"
+    if {"channels", "input_size"} <= set(facts) and classes:  # probed where the shape is known
+        with contextlib.suppress(Exception):
+            wrapped.probe((facts["channels"], *facts["input_size"]))
+            notes[0] = field_note(spec, wrapped)
     if "mean" not in facts and "std" not in facts:
         notes.append(
             f"{spec}: no image processor known for a {kind} built in code: images in [0, 1] fed "
@@ -101,10 +75,12 @@ def as_classifier(
     return wrapped, notes
 
 
-def noted(preprocess: Preprocess, model: torch.nn.Module, notes: list[str]) -> Preprocess:
+def noted(
+    preprocess: Preprocess, model: torch.nn.Module, notes: list[str], field: str = "logits"
+) -> Preprocess:
     """The preprocessing with what was assumed kept in it (the manifest stores it)."""
     inner = getattr(model, "model", model)
-    record = {"model": type(inner).__name__, "output": "logits", "assumed": list(notes)}
+    record = {"model": type(inner).__name__, "output": field, "assumed": list(notes)}
     return replace(preprocess, notes={**preprocess.notes, "huggingface": record})
 
 
@@ -162,13 +138,13 @@ def load_folder(
     pre.update(channels=shape[0], input_size=shape[1:])
     pre["class_names"] = class_names(config, f"{folder}: config.json", notes)
     preprocess = preprocess_from_config(pre, f"{folder}: preprocessor_config.json")
-    wrapped = Logits(model, flip_channels=flip).eval()
+    wrapped = Logits(model, len(pre["class_names"]), flip_channels=flip).eval()
     with quiet_user_code():
-        _probe(wrapped, shape, len(pre["class_names"]), folder)
+        _probe(wrapped, shape, folder, notes)
     _say(notes, quiet=quiet)
     options = {} if input_shape is None else {"input_shape": list(input_shape)}
     return SourceModel(
-        folder.resolve().name, "torch", wrapped, noted(preprocess, model, notes),
+        folder.resolve().name, "torch", wrapped, noted(preprocess, model, notes, wrapped.taken),
         torch_digest(wrapped), str(folder.resolve()),  # the baseline child loads it again
         load_options=options, notes=notes,
     )  # fmt: skip
@@ -362,12 +338,13 @@ def _input_shape(
     return from_config
 
 
-def _probe(model: Logits, shape: tuple[int, int, int], classes: int, folder: Path) -> None:
+def _probe(model: Logits, shape: tuple[int, int, int], folder: Path, notes: list[str]) -> None:
     """One zero image through the model: a shape it does not take is one line now, not an
-    exporter's traceback later."""
+    exporter's traceback later; the field its logits come from is noted."""
+    classes = model.classes
     try:
-        with torch.no_grad():
-            out = model(torch.zeros(1, *shape))
+        out = model.probe(shape)
+        notes[0] = field_note(str(folder), model)
     except Exception as exc:
         raise UserInputError(
             f"{folder}: the model does not run on a {'x'.join(map(str, shape))} (C,H,W) input "

@@ -192,6 +192,7 @@ def _load_factory(
 
     from edgekit.common.quiet import quiet_user_code
     from edgekit.sources import huggingface
+    from edgekit.sources.hf_output import takes_pixel_values
 
     module_name, _, attr = spec.partition(":")
     if str(Path.cwd()) not in sys.path:
@@ -211,7 +212,7 @@ def _load_factory(
     if weights is not None:
         _load_state_dict(module, Path(weights))
     notes: list[str] = []
-    if huggingface.takes_pixel_values(module):  # a transformers model: its ModelOutput's logits
+    if takes_pixel_values(module):  # a transformers model: its ModelOutput's logits
         module, notes = huggingface.as_classifier(
             module, _declared(module, spec), spec, quiet=quiet
         )
