@@ -105,8 +105,10 @@ def _page(record: dict) -> list[str]:
               "| --- | --- | " + " | ".join("---" for _ in columns) + " |"]  # fmt: skip
     for name, row in sorted(rows.items()):
         if not row["built"]:
+            said = row.get("edgekit_says")
+            said = f"; edgekit export: exit {said['exit']}, {said['said'][:160]}" if said else ""
             lines.append(
-                f"| {name} | not built: {row['why'][:80]} | "
+                f"| {name} | not built: {row['why'][:80]}{said} | "
                 + " | ".join("" for _ in columns)
                 + " |"
             )

@@ -165,3 +165,12 @@ def save_colour_images(
             image = Image.fromarray(pixels).resize((size, size), Image.BILINEAR)
             image.save(folder / name / f"{index}-{number}.png")
     return folder
+
+
+def save_imagegpt_folder(folder: Path) -> Path:
+    """ImageGPT classifies an image given as colour-cluster token ids, not as pixels."""
+    config = transformers.ImageGPTConfig(
+        vocab_size=17, n_positions=16, n_embd=8, n_layer=1, n_head=2, **LABELS
+    )
+    _built(transformers.ImageGPTForImageClassification, config).save_pretrained(folder)
+    return folder

@@ -230,6 +230,8 @@ def _folder(tmp_path: Path, case: str) -> Path:
         config = json.loads((folder / "config.json").read_text())
         config.update(architectures=["NoSuchNetForImageClassification"], model_type="nosuchnet")
         (folder / "config.json").write_text(json.dumps(config))
+    elif case == "a token model":
+        hf_models.save_imagegpt_folder(folder)
     return folder
 
 
@@ -239,6 +241,7 @@ def _folder(tmp_path: Path, case: str) -> Path:
         ("no config.json", "not a Hugging Face model folder: no config.json"),
         ("no weights", "no weights beside config.json"),
         ("unknown architecture", "names the architecture 'NoSuchNetForImageClassification'"),
+        ("a token model", "ImageGPTForImageClassification takes input_ids first, not pixel_values"),
     ],
 )
 def test_a_folder_edgekit_cannot_load_is_one_line(case, message, capsys, tmp_path):

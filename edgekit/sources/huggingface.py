@@ -15,6 +15,7 @@ the manifest (``preprocessing.notes.huggingface``)."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import logging
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ import torch
 
 from edgekit.common.quiet import quiet_user_code, verbose
 from edgekit.errors import UserInputError, first_line
-from edgekit.sources.hf_output import Logits, field_note
+from edgekit.sources.hf_output import Logits, field_note, takes_pixel_values
 from edgekit.sources.preprocess import RESAMPLES, Preprocess, preprocess_from_config
 from edgekit.sources.source import SourceModel, torch_digest
 
@@ -129,6 +130,12 @@ def load_folder(
         )
     with quiet_user_code():  # transformers' imports pull in torchao: its chatter too
         model = _from_pretrained(folder, raw)
+    if not takes_pixel_values(model):  # ImageGPT's token ids; ShieldGemma2's prompt and image
+        first = next(iter(inspect.signature(model.forward).parameters), "nothing")
+        raise UserInputError(
+            f"{folder}: {type(model).__name__} takes {first} first, not pixel_values: edgekit "
+            "exports image classifiers whose forward takes the image alone"
+        )
     config = model.config
     notes = [f"{folder}: {type(model).__name__} taken through its logits "
              "(forward(pixel_values=x).logits)"]  # fmt: skip
@@ -140,7 +147,7 @@ def load_folder(
     preprocess = preprocess_from_config(pre, f"{folder}: preprocessor_config.json")
     wrapped = Logits(model, len(pre["class_names"]), flip_channels=flip).eval()
     with quiet_user_code():
-        _probe(wrapped, shape, folder, notes)
+        _probe(wrapped, shape, folder, notes, shape_given=input_shape is not None)
     _say(notes, quiet=quiet)
     options = {} if input_shape is None else {"input_shape": list(input_shape)}
     return SourceModel(
@@ -338,7 +345,9 @@ def _input_shape(
     return from_config
 
 
-def _probe(model: Logits, shape: tuple[int, int, int], folder: Path, notes: list[str]) -> None:
+def _probe(
+    model: Logits, shape: tuple[int, int, int], folder: Path, notes: list[str], *, shape_given: bool
+) -> None:
     """One zero image through the model: a shape it does not take is one line now, not an
     exporter's traceback later; the field its logits come from is noted."""
     classes = model.classes
@@ -346,9 +355,10 @@ def _probe(model: Logits, shape: tuple[int, int, int], folder: Path, notes: list
         out = model.probe(shape)
         notes[0] = field_note(str(folder), model)
     except Exception as exc:
+        advice = "it may not take an NCHW image" if shape_given else "pass --input-shape"
         raise UserInputError(
             f"{folder}: the model does not run on a {'x'.join(map(str, shape))} (C,H,W) input "
-            f"({type(exc).__name__}: {first_line(exc)}); pass --input-shape"
+            f"({type(exc).__name__}: {first_line(exc)}); {advice}"
         ) from None
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (1, classes):
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
