@@ -409,6 +409,7 @@ def main() -> None:
             "cluster.py",
             "tune.py",
             "coverage.py",
+            "onnx_int8_formats.py",
         ):
             subprocess.run([sys.executable, str(HERE / script)], check=True)
     pages = {name: page_of(name) for name in names}  # every block found before anything runs
