@@ -35,7 +35,8 @@ from edgekit.export.pipeline import export_artifact
 from edgekit.sources.data import load_dataset
 from edgekit.sources.load import load_model
 from edgekit.targets.onnx.biases import own_biases
-from edgekit.targets.onnx.quantize import CalibrationReader, pre_process, static_options
+from edgekit.targets.onnx.int8_options import static_options
+from edgekit.targets.onnx.quantize import CalibrationReader, pre_process
 
 # the built-in model, and the three architectures of the coverage sweep whose onnx int8 file
 # was refused on an AVX2-only EPYC and passed on an AVX-512 VNNI one

@@ -279,7 +279,7 @@ def test_logits_too_small_for_int8_rounding_are_said_first(capsys, tmp_path):
 @pytest.mark.parametrize(
     ("target", "carried"),
     [("tflite", "def with_runtime_rules"), ("executorch", "def with_runtime_rules"),
-     ("onnx", "def own_biases")],
+     ("onnx", "def own_biases"), ("onnx", "def static_options")],
 )  # fmt: skip
 def test_a_repro_script_carries_what_its_conversion_imports_of_edgekit(target, carried):
     """The block is quantized as export quantizes it, and the script still needs no edgekit."""

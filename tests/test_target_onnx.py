@@ -300,7 +300,7 @@ def test_culprit_quantizes_a_block_as_the_export_quantizes_the_model(monkeypatch
     import torch
 
     from edgekit.targets.onnx.convert_block import convert_block
-    from edgekit.targets.onnx.quantize import static_options
+    from edgekit.targets.onnx.int8_options import static_options
 
     asked: dict = {}
 

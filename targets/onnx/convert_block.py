@@ -1,8 +1,9 @@
 """One block to .onnx and back, for ``edgekit culprit``: torch.onnx's dynamo exporter and
 onnxruntime's own quantizer, step by step, each announced to ``stage`` so a failure is placed.
 The int8 graph is quantized as export quantizes it: ORT's ``quant_pre_process`` first, then each
-node given its own bias (``edgekit.targets.onnx.biases``, the one import of edgekit: a repro
-folder carries its source and this file's as they are)."""
+node given its own bias (``edgekit.targets.onnx.biases``), then ``quantize_static`` with the
+recipe's settings (``edgekit.targets.onnx.int8_options``): a repro folder carries the source of
+both imports and this file's as they are."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 import torch
 
 from edgekit.targets.onnx.biases import own_biases
+from edgekit.targets.onnx.int8_options import static_options
 
 
 def convert_block(
@@ -39,9 +41,6 @@ def convert_block(
     if recipe == "int8":
         from onnxruntime.quantization import (
             CalibrationDataReader,
-            CalibrationMethod,
-            QuantFormat,
-            QuantType,
             quantize_static,
         )
 
@@ -66,14 +65,7 @@ def convert_block(
             str(own_biases(pre, folder)),
             str(quantized),
             Samples(),
-            # targets/onnx/quantize.static_options, written out: repro.py copies this file and
-            # needs no edgekit (tests/test_target_onnx.py keeps the two equal)
-            quant_format=QuantFormat.QDQ,
-            activation_type=QuantType.QUInt8,
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            calibrate_method=CalibrationMethod.MinMax,
-            reduce_range=True,
+            **static_options(),
         )
         path = quantized
     stage("load")

@@ -23,6 +23,7 @@ from edgekit.targets.base import ExportRequest
 from edgekit.targets.layermap import ops_from, unmapped_reason
 from edgekit.targets.onnx.biases import own_biases
 from edgekit.targets.onnx.convert import one_line
+from edgekit.targets.onnx.int8_options import static_options
 from edgekit.targets.onnx.names import node_modules, restore_scopes
 
 # Op types int8-dynamic quantizes. None quantizes every type ORT can (convolutions included),
@@ -99,25 +100,6 @@ class CalibrationReader:
 
     def rewind(self) -> None:
         self.index = 0
-
-
-def static_options() -> dict[str, Any]:
-    """onnxruntime's ``quantize_static`` settings of the int8 recipe: the export's and
-    ``edgekit culprit``'s block conversions quantize alike."""
-    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType
-
-    return {
-        "quant_format": QuantFormat.QDQ,
-        "activation_type": QuantType.QUInt8,  # U8S8: the fast x86 kernels (S8S8 is 1.7x slower)
-        "weight_type": QuantType.QInt8,
-        "per_channel": True,
-        "calibrate_method": CalibrationMethod.MinMax,
-        # 7-bit weights: on an x86 CPU without VNNI, onnxruntime's U8S8 kernels add pairs of
-        # u8 x s8 products in int16 (VPMADDUBSW), which saturates with full-range weights (the
-        # built-in model: 11.2 dB on an AVX2-only EPYC, 31.2 dB with 7-bit weights). The file
-        # may run on such a CPU wherever it was made, so every file gets them.
-        "reduce_range": True,
-    }
 
 
 def quantize_static_qdq(
