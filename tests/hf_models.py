@@ -174,3 +174,13 @@ def save_imagegpt_folder(folder: Path) -> Path:
     )
     _built(transformers.ImageGPTForImageClassification, config).save_pretrained(folder)
     return folder
+
+
+def save_perceiver_folder(folder: Path) -> Path:
+    """Perceiver's classifier takes ``inputs`` first and the image as ``pixel_values`` by name."""
+    config = transformers.PerceiverConfig(
+        d_model=32, num_latents=8, d_latents=16, num_blocks=1, num_self_attends_per_block=1,
+        num_self_attention_heads=2, num_cross_attention_heads=1, image_size=16, **LABELS,
+    )  # fmt: skip
+    _built(transformers.PerceiverForImageClassificationLearned, config).save_pretrained(folder)
+    return folder

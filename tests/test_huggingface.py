@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 from pathlib import Path
 
 import hf_models
@@ -125,6 +126,15 @@ def test_a_folder_whose_classifier_has_no_logits_exports_through_its_one_field_o
     manifest = json.loads((out / "pp_lcnet-fp32.onnx.json").read_text())
     assert manifest["preprocessing"]["notes"]["huggingface"]["output"] == "last_hidden_state"
     assert manifest["validation"]["passed"], manifest["validation"]
+
+
+def test_a_classifier_that_takes_the_image_by_name_not_first_loads():
+    """Perceiver's forward begins with ``inputs``; ImageGPT's, refused, with ``input_ids``."""
+    from edgekit.sources.huggingface import load_folder
+
+    with tempfile.TemporaryDirectory() as folder:
+        source = load_folder(hf_models.save_perceiver_folder(Path(folder)), (3, 16, 16), quiet=True)
+    assert source.notes[0].endswith("taken through its logits (forward(pixel_values=x).logits)")
 
 
 def test_a_save_pretrained_folder_keeps_its_preprocessing_in_the_manifest(pets_exports):

@@ -27,7 +27,7 @@ import torch
 
 from edgekit.common.quiet import quiet_user_code, verbose
 from edgekit.errors import UserInputError, first_line
-from edgekit.sources.hf_output import Logits, field_note, takes_pixel_values
+from edgekit.sources.hf_output import Logits, field_note
 from edgekit.sources.preprocess import RESAMPLES, Preprocess, preprocess_from_config
 from edgekit.sources.source import SourceModel, torch_digest
 
@@ -130,8 +130,11 @@ def load_folder(
         )
     with quiet_user_code():  # transformers' imports pull in torchao: its chatter too
         model = _from_pretrained(folder, raw)
-    if not takes_pixel_values(model):  # ImageGPT's token ids; ShieldGemma2's prompt and image
-        first = next(iter(inspect.signature(model.forward).parameters), "nothing")
+    taken = list(inspect.signature(model.forward).parameters) or ["nothing"]
+    # ImageGPT's colour-cluster token ids; ShieldGemma2's prompt beside the image (Perceiver
+    # takes `inputs` first and pixel_values by name: it is an image classifier)
+    if "pixel_values" not in taken or taken[0] == "input_ids":
+        first = taken[0]
         raise UserInputError(
             f"{folder}: {type(model).__name__} takes {first} first, not pixel_values: edgekit "
             "exports image classifiers whose forward takes the image alone"
