@@ -48,7 +48,8 @@ def loading(path: Path) -> Iterator[None]:
             failure, captured.echo = first_line(exc), False
     if failure is not None:
         said = captured.said()
-        named = [cause[0] for cause in [logged_cause("\n".join(said))] if cause]
+        cause = logged_cause("\n".join(said))
+        named = [cause[0]] if cause else []
         why = "; ".join(dict.fromkeys([failure, *named, *said[-1:]]))
         raise UserInputError(f"{path}: ExecuTorch cannot load it ({why})") from None
 
