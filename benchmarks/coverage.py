@@ -24,6 +24,7 @@ from coverage_page import DATA, DEGENERATE, RECIPES, TARGETS, page, settled
 from small_configs import small_config
 
 from edgekit.export.pipeline import FLAT_LOGITS  # export's own line for a degenerate source
+from edgekit.sources.hf_output import Logits
 
 ROOT = HERE.parent
 EDGEKIT = str(Path(sys.executable).with_name("edgekit"))
@@ -65,9 +66,8 @@ def build(model_type: str, folder: Path) -> dict:
     try:
         with torch.no_grad():
             out = model(pixel_values=images)
-        # as edgekit takes it: where the output has no logits, its one field of their shape
-        shaped = [v for v in out.values() if getattr(v, "shape", None) == (8, len(CLASSES))]
-        logits = out.logits if "logits" in out else shaped[0]
+        field = Logits(model, len(CLASSES)).field(out)  # as edgekit takes it (PPLCNet's)
+        logits = out if field is None else getattr(out, field)
     except Exception as exc:
         raise Unrunnable(exc, [channels, size, size]) from exc
     spread = float(logits.std(dim=0).max())
@@ -140,12 +140,12 @@ def export_again(folder: Path, column: str, out: Path, timeout_s: float, source:
     return {"exit": code, "why": last}
 
 
-def refusal(folder: Path, out: Path, shape: list[int]) -> dict:
+def refusal(folder: Path, out: Path, shape: list[int], timeout_s: float) -> dict:
     """``edgekit export`` of a saved model that does not run on images: its exit code and line
     (one, exit 2, is what a user should get)."""
     args = ["export", "--model", str(folder), "--target", ",".join(TARGETS), "--recipe", "fp32",
             "--data", DATA, "-o", str(out), "--input-shape", ",".join(map(str, shape))]  # fmt: skip
-    code, _, last = edgekit(args, 600.0)
+    code, _, last = edgekit(args, timeout_s)
     said = last.removeprefix("edgekit: error: ").replace(f"{folder.parent}/", "")
     return {"exit": code, "said": said}
 
@@ -192,7 +192,10 @@ def sweep(model_types: list[str], timeout_s: float, log=print, done=lambda rows:
                 rows[model_type] = {"built": False, "why": f"{type(exc).__name__}: {line}"}
                 if isinstance(exc, Unrunnable):  # saved: what edgekit says of it, as a user sees
                     rows[model_type]["why"] = line
-                    rows[model_type]["edgekit_says"] = refusal(folder, work / "out", exc.input)
+                    rows[model_type]["edgekit"] = commit()
+                    rows[model_type]["edgekit_says"] = refusal(
+                        folder, work / "out", exc.input, timeout_s
+                    )
                 log(f"{model_type}: not built ({rows[model_type]['why']})")
                 continue
             row = {"built": True, "source": source, "edgekit": commit(),

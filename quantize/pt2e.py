@@ -176,7 +176,8 @@ def _pieces_at_whole_scale(consumer: Any) -> None:
 
 
 def _static_int8(spec: Any) -> bool:
-    """Whether ``spec`` quantizes to int8 ahead of time (a shared spec takes its source's)."""
+    """Whether ``spec`` quantizes to int8 ahead of time. A shared spec counts as such: the
+    rules share only with tensors a static int8 config annotated."""
     import torch
 
     if spec is None:

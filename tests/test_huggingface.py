@@ -137,6 +137,26 @@ def test_a_classifier_that_takes_the_image_by_name_not_first_loads():
     assert source.notes[0].endswith("taken through its logits (forward(pixel_values=x).logits)")
 
 
+def test_a_factorys_classifier_without_logits_is_probed_in_eval_mode_and_named():
+    import torch
+
+    from edgekit.sources.huggingface import as_classifier
+    from edgekit.sources.load import load_model
+
+    training = hf_models.pp_lcnet().train()
+    norm = next(m for m in training.modules() if isinstance(m, torch.nn.BatchNorm2d))
+    before = norm.running_mean.clone()
+    wrapped, notes = as_classifier(
+        training, {"channels": 3, "input_size": (32, 32)}, "f", quiet=True
+    )
+    assert torch.equal(norm.running_mean, before) and training.training  # left as it was
+    assert (
+        wrapped.taken == "last_hidden_state" and "taken through its last_hidden_state" in notes[0]
+    )
+    source = load_model("hf_models:pp_lcnet", input_shape=(3, 32, 32), quiet=True)
+    assert source.preprocess.notes["huggingface"]["output"] == "last_hidden_state"
+
+
 def test_a_save_pretrained_folder_keeps_its_preprocessing_in_the_manifest(pets_exports):
     exported, err = pets_exports
     assert set(exported) == {(t, "fp32") for t in TARGETS}
@@ -251,7 +271,7 @@ def _folder(tmp_path: Path, case: str) -> Path:
         ("no config.json", "not a Hugging Face model folder: no config.json"),
         ("no weights", "no weights beside config.json"),
         ("unknown architecture", "names the architecture 'NoSuchNetForImageClassification'"),
-        ("a token model", "ImageGPTForImageClassification takes input_ids first, not pixel_values"),
+        ("a token model", "ImageGPTForImageClassification does not take pixel_values"),
     ],
 )
 def test_a_folder_edgekit_cannot_load_is_one_line(case, message, capsys, tmp_path):

@@ -348,7 +348,8 @@ def test_a_bias_two_nodes_share_is_quantized_under_a_name_no_tensor_has(tmp_path
     import onnxruntime
     import onnxruntime.quantization
 
-    from edgekit.targets.onnx.quantize import CalibrationReader, own_biases, static_options
+    from edgekit.targets.onnx.int8_options import static_options
+    from edgekit.targets.onnx.quantize import CalibrationReader, own_biases
 
     shared = tmp_path / "shared.onnx"
     _two_convs_sharing_a_bias(shared)

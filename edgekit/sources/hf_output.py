@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -31,7 +32,7 @@ class Logits(torch.nn.Module):
             x = x.flip(1)
         out = self.model(pixel_values=x, **self.options)
         field = self.field(out)
-        return out if field is None else out[field]
+        return out if field is None else getattr(out, field)
 
     def field(self, out: Any) -> str | None:
         """The output's field that holds the logits: ``logits``, or where a class returns none
@@ -39,19 +40,28 @@ class Logits(torch.nn.Module):
         ``classes`` columns. None: the output is a tensor, or has no such field."""
         if isinstance(out, torch.Tensor):
             return None
-        if "logits" in out:
+        if getattr(out, "logits", None) is not None:
             return "logits"
+        if not isinstance(out, Mapping):  # a tuple, or an object without logits: as it is
+            return None
         shaped = [key for key, value in out.items() if _of_classes(value, self.classes)]
         return shaped[0] if len(shaped) == 1 else None
 
     def probe(self, shape: tuple[int, ...]) -> Any:
-        """What one zero image of ``shape`` (C,H,W) gives; ``taken`` names its field."""
+        """What one zero image of ``shape`` (C,H,W) gives; ``taken`` names its field. The model
+        runs in eval mode (a factory's model may still be training: its BatchNorm statistics
+        would move toward the zero image) and is left in the mode it had."""
         x = torch.zeros(1, *shape)
-        with torch.no_grad():
-            out = self.model(pixel_values=x.flip(1) if self.flip_channels else x, **self.options)
+        training = self.model.training
+        try:
+            with torch.no_grad():
+                out = self.model.eval()(pixel_values=x.flip(1) if self.flip_channels else x,
+                                        **self.options)  # fmt: skip
+        finally:
+            self.model.train(training)
         field = self.field(out)
         self.taken = field or "logits"
-        return out if field is None else out[field]
+        return out if field is None else getattr(out, field)
 
 
 def field_note(where: str, model: Logits) -> str:

@@ -61,7 +61,8 @@ def as_classifier(
         facts["class_names"] = class_names(config, spec, notes)
     classes = facts.get("num_classes") or len(facts.get("class_names") or ()) or None
     wrapped = Logits(model, classes)
-    notes[0] += f"; where its output has none, the one field of {classes} columns"
+    if classes:
+        notes[0] += f"; where its output has none, the one field of {classes} columns"
     if {"channels", "input_size"} <= set(facts) and classes:  # probed where the shape is known
         with contextlib.suppress(Exception):
             wrapped.probe((facts["channels"], *facts["input_size"]))
@@ -130,14 +131,18 @@ def load_folder(
         )
     with quiet_user_code():  # transformers' imports pull in torchao: its chatter too
         model = _from_pretrained(folder, raw)
-    taken = list(inspect.signature(model.forward).parameters) or ["nothing"]
+    parameters = list(inspect.signature(model.forward).parameters) or ["nothing"]
     # ImageGPT's colour-cluster token ids; ShieldGemma2's prompt beside the image (Perceiver
     # takes `inputs` first and pixel_values by name: it is an image classifier)
-    if "pixel_values" not in taken or taken[0] == "input_ids":
-        first = taken[0]
+    if "pixel_values" not in parameters or parameters[0] == "input_ids":
+        what = (
+            "does not take pixel_values"
+            if "pixel_values" not in parameters
+            else "takes input_ids first"
+        )
         raise UserInputError(
-            f"{folder}: {type(model).__name__} takes {first} first, not pixel_values: edgekit "
-            "exports image classifiers whose forward takes the image alone"
+            f"{folder}: {type(model).__name__} {what}: edgekit exports image classifiers whose "
+            "forward takes the image alone"
         )
     config = model.config
     notes = [f"{folder}: {type(model).__name__} taken through its logits "
@@ -358,7 +363,11 @@ def _probe(
         out = model.probe(shape)
         notes[0] = field_note(str(folder), model)
     except Exception as exc:
-        advice = "it may not take an NCHW image" if shape_given else "pass --input-shape"
+        advice = (
+            "--input-shape was given: the model takes another size, or no NCHW image at all"
+            if shape_given
+            else "pass --input-shape"
+        )
         raise UserInputError(
             f"{folder}: the model does not run on a {'x'.join(map(str, shape))} (C,H,W) input "
             f"({type(exc).__name__}: {first_line(exc)}); {advice}"

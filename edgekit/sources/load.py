@@ -15,6 +15,7 @@ else from the dataset (said in a warning).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import logging
@@ -192,7 +193,7 @@ def _load_factory(
 
     from edgekit.common.quiet import quiet_user_code
     from edgekit.sources import huggingface
-    from edgekit.sources.hf_output import takes_pixel_values
+    from edgekit.sources.hf_output import field_note, takes_pixel_values
 
     module_name, _, attr = spec.partition(":")
     if str(Path.cwd()) not in sys.path:
@@ -221,8 +222,11 @@ def _load_factory(
     preprocess = _preprocess_from(module, input_shape, spec)
     for note in shape_notes:  # said once the model ran on it (a refusal says it already)
         log.warning(note)
-    if notes:
-        preprocess = huggingface.noted(preprocess, module, [*notes, *shape_notes])
+    if notes:  # probed again now that the shape is known: the manifest names the field taken
+        with contextlib.suppress(Exception):
+            module.probe(tuple(input_shape))
+            notes[0] = field_note(spec, module)
+        preprocess = huggingface.noted(preprocess, module, [*notes, *shape_notes], module.taken)
     notes += shape_notes
     options: dict[str, Any] = {}
     if weights is not None:
