@@ -28,11 +28,13 @@ class Logits(torch.nn.Module):
         self.taken = "logits"  # the field a probe found them in
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.flip_channels:
-            x = x.flip(1)
-        out = self.model(pixel_values=x, **self.options)
+        out = self._output(x)
         field = self.field(out)
         return out if field is None else getattr(out, field)
+
+    def _output(self, x: torch.Tensor) -> Any:
+        """The model's own output for ``x``: a ModelOutput, a tuple or a tensor."""
+        return self.model(pixel_values=x.flip(1) if self.flip_channels else x, **self.options)
 
     def field(self, out: Any) -> str | None:
         """The output's field that holds the logits: ``logits``, or where a class returns none
@@ -51,14 +53,12 @@ class Logits(torch.nn.Module):
         """What one zero image of ``shape`` (C,H,W) gives; ``taken`` names its field. The model
         runs in eval mode (a factory's model may still be training: its BatchNorm statistics
         would move toward the zero image) and is left in the mode it had."""
-        x = torch.zeros(1, *shape)
         training = self.model.training
         try:
             with torch.no_grad():
-                out = self.model.eval()(pixel_values=x.flip(1) if self.flip_channels else x,
-                                        **self.options)  # fmt: skip
+                out = self.eval()._output(torch.zeros(1, *shape))
         finally:
-            self.model.train(training)
+            self.train(training)
         field = self.field(out)
         self.taken = field or "logits"
         return out if field is None else getattr(out, field)

@@ -222,7 +222,8 @@ def _load_factory(
     preprocess = _preprocess_from(module, input_shape, spec)
     for note in shape_notes:  # said once the model ran on it (a refusal says it already)
         log.warning(note)
-    if notes:  # probed again now that the shape is known: the manifest names the field taken
+    if notes and not {"channels", "input_size"} <= set(module.edgekit_preprocess):
+        # as_classifier probed where the config gave the shape; here the data gave it
         with contextlib.suppress(Exception):
             module.probe(tuple(input_shape))
             notes[0] = field_note(spec, module)
